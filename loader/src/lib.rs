@@ -1,0 +1,61 @@
+//! loader — an open-loop HTTP load generator that proves whether its own numbers can be trusted.
+//!
+//! The pipeline, one module per stage:
+//!
+//! - [`scenario`]: what the user wrote (flags, later TOML) → [`scenario::Spec`] (validated)
+//!   → [`scenario::Plan`] (phases with absolute start times and rates).
+//! - [`schedule`]: pure; the intended send time of every request, split across shards.
+//! - [`engine`]: one thread and one io_uring ring per shard; keep-alive connections,
+//!   pre-encoded requests, HTTP/1.1 framing; sends on schedule and records.
+//! - [`record`]: per-shard HdrHistograms per phase (corrected latency, service time, send lag)
+//!   and per-second series, merged once after the run.
+//! - [`probes`]: eBPF programs on the loader's own process (tgid) and sockets.
+//! - [`report`]: terminal table and `summary.json`.
+//! - [`target`]: the built-in endpoint used by demos, calibration and tests.
+//!
+//! `main.rs` only parses flags, calls [`run`] and maps the [`Outcome`] to an exit code;
+//! integration tests drive the same binary.
+
+#![deny(missing_docs)]
+
+pub mod cli;
+pub mod engine;
+pub mod error;
+pub mod probes;
+pub mod record;
+pub mod report;
+mod run;
+pub mod scenario;
+pub mod schedule;
+pub mod target;
+
+pub use run::run;
+
+/// How a command ended; each maps to one exit code of DESIGN.md's contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Finished, data trusted, gates passed.
+    Passed,
+    /// Bad input or a runtime failure.
+    Error,
+    /// Loader-side evidence invalidates the numbers.
+    Untrusted,
+    /// Gates failed on trusted data.
+    GatesFailed,
+    /// Interrupted; partial results were written and marked.
+    Interrupted,
+}
+
+impl Outcome {
+    /// The process exit code for this outcome.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Passed => 0,
+            Outcome::Error => 1,
+            Outcome::Untrusted => 3,
+            Outcome::GatesFailed => 4,
+            Outcome::Interrupted => 130,
+        }
+    }
+}

@@ -1,0 +1,2 @@
+//! Types shared between loader's kernel programs and user space. (being written)
+#![no_std]
