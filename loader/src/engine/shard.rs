@@ -1,0 +1,602 @@
+//! The shard loop: dispatch what is due, reap completions, sleep exactly until the next
+//! intended send time — one `io_uring_enter` per turn for all of it.
+//!
+//! A request is due at its intended time. If a connection is idle it is sent at once;
+//! if one is closed, it is opened for the request; if the pool is exhausted the request
+//! waits at the head of the schedule (its latency keeps counting from the intended time)
+//! and is dropped — recorded at its deadline — once it has waited a full timeout.
+//! Requests are never skipped silently.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use io_uring::{IoUring, opcode, squeue, types};
+
+use super::conn::{Conn, InFlight, State};
+use super::http1::Progress;
+use super::{Clock, EngineError, Live, ShardConfig, ShardResult};
+use crate::record::{ErrorClass, ShardRecord};
+use crate::schedule::{Due, ShardSchedule};
+
+const OP_CONNECT: u64 = 1;
+const OP_SEND: u64 = 2;
+const OP_RECV: u64 = 3;
+/// Longest single wait, so the stop flag is seen promptly even when nothing is due.
+const MAX_WAIT_NS: u64 = 50_000_000;
+/// How often in-flight requests are checked against the client timeout.
+const EXPIRE_EVERY_NS: u64 = 10_000_000;
+
+#[inline]
+fn user_data(conn: usize, generation: u32, op: u64) -> u64 {
+    ((conn as u64) << 32) | (u64::from(generation & 0x00ff_ffff) << 8) | op
+}
+
+/// A shard: its ring, connections, schedule share and record.
+///
+/// Field order matters: `ring` is dropped first, so no operation can outlive the
+/// connection buffers it points into.
+pub struct Shard {
+    ring: IoUring,
+    conns: Vec<Conn>,
+    /// Connected connections with nothing in flight.
+    idle: Vec<usize>,
+    /// Connections without a socket, ready to be opened.
+    closed: Vec<usize>,
+    sockaddr: Box<libc::sockaddr_storage>,
+    sockaddr_len: libc::socklen_t,
+    family: i32,
+    request: Arc<[u8]>,
+    timeout_ns: u64,
+    schedule: ShardSchedule,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+    live: Arc<Live>,
+    record: ShardRecord,
+    /// Requests handed to a connection and not yet finished.
+    in_flight: u32,
+    /// Sockets connected now.
+    open: u32,
+    sent: u64,
+    ok: u64,
+    errors: u64,
+    /// Last time the head of the schedule found no connection (ns since start).
+    last_exhausted_ns: Option<u64>,
+    cqes: Vec<(u64, i32)>,
+}
+
+fn new_ring(entries: u32) -> Result<IoUring, EngineError> {
+    // Deferred task-run keeps completion work on this thread and batched into our own
+    // io_uring_enter calls; fall back for kernels that lack it (< 6.1).
+    let cq = entries * 2;
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_cqsize(cq)
+        .build(entries)
+        .or_else(|_| IoUring::builder().setup_coop_taskrun().setup_cqsize(cq).build(entries))
+        .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))
+        .map_err(EngineError::Ring)
+}
+
+fn sockaddr_of(addr: std::net::SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t, i32) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    match addr {
+        std::net::SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is large enough and suitably aligned for sockaddr_in.
+            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
+            (storage, size_of::<libc::sockaddr_in>() as libc::socklen_t, libc::AF_INET)
+        }
+        std::net::SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above, for sockaddr_in6.
+            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
+            (storage, size_of::<libc::sockaddr_in6>() as libc::socklen_t, libc::AF_INET6)
+        }
+    }
+}
+
+/// Map a negative io_uring result (an errno) to a failure class.
+fn class_of_errno(errno: i32) -> ErrorClass {
+    match errno {
+        libc::ECONNREFUSED | libc::ENETUNREACH | libc::EHOSTUNREACH | libc::EADDRNOTAVAIL => ErrorClass::Connect,
+        libc::ETIMEDOUT => ErrorClass::Timeout,
+        _ => ErrorClass::Reset,
+    }
+}
+
+impl Shard {
+    /// Set up the ring and the (still closed) pool.
+    pub fn new(cfg: ShardConfig) -> Result<Shard, EngineError> {
+        let entries = (cfg.connections as u32 * 2 + 16).next_power_of_two().clamp(64, 32768);
+        let ring = new_ring(entries)?;
+        let (storage, sockaddr_len, family) = sockaddr_of(cfg.addr);
+        let conns: Vec<Conn> = (0..cfg.connections).map(|_| Conn::new(cfg.head)).collect();
+        Ok(Shard {
+            ring,
+            closed: (0..conns.len()).rev().collect(),
+            idle: Vec::with_capacity(conns.len()),
+            conns,
+            sockaddr: Box::new(storage),
+            sockaddr_len,
+            family,
+            request: cfg.request,
+            timeout_ns: cfg.timeout.as_nanos() as u64,
+            record: ShardRecord::new(cfg.windows, cfg.seconds),
+            schedule: cfg.schedule,
+            clock: cfg.clock,
+            stop: cfg.stop,
+            live: cfg.live,
+            in_flight: 0,
+            open: 0,
+            sent: 0,
+            ok: 0,
+            errors: 0,
+            last_exhausted_ns: None,
+            cqes: Vec::with_capacity(entries as usize * 2),
+        })
+    }
+
+    /// Open the pool, wait for the start instant, then run the schedule to its end.
+    pub fn run(mut self) -> Result<ShardResult, EngineError> {
+        // Let hrtimer waits end when asked, not up to 50 µs later (the default slack).
+        // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        let mut stopped_early = self.open_pool()?;
+        let mut next_expire = 0;
+        while !stopped_early {
+            if self.stop.load(Ordering::Relaxed) {
+                stopped_early = true;
+                break;
+            }
+            let now = self.clock.now_ns();
+            self.dispatch(now);
+            if now >= next_expire {
+                self.expire(now);
+                next_expire = now + EXPIRE_EVERY_NS;
+            }
+            if self.schedule.peek().is_none() && self.in_flight == 0 {
+                break;
+            }
+            let wake = self.next_wake(now, next_expire);
+            self.wait(wake.saturating_sub(self.clock.now_ns()))?;
+            self.reap();
+            self.publish();
+        }
+        self.shut_down()?;
+        self.publish();
+        let Shard { ring, conns, record, .. } = self;
+        drop(ring);
+        drop(conns);
+        Ok(ShardResult { record, stopped_early })
+    }
+
+    /// Connect every connection before the start instant; true if stopped meanwhile.
+    fn open_pool(&mut self) -> Result<bool, EngineError> {
+        while let Some(c) = self.closed.pop() {
+            self.start_connect(c, None, 0);
+        }
+        let start = self.clock.start();
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= start {
+                return Ok(false);
+            }
+            let left = start - now;
+            self.wait(left.min(Duration::from_nanos(MAX_WAIT_NS)).as_nanos() as u64)?;
+            self.reap();
+            self.publish();
+        }
+    }
+
+    /// Hand every due request to a connection, in schedule order.
+    fn dispatch(&mut self, now: u64) {
+        while let Some(due) = self.schedule.peek() {
+            if due.intended_ns > now {
+                break;
+            }
+            if let Some(c) = self.idle.pop() {
+                let waited = self.last_exhausted_ns.is_some_and(|t| t >= due.intended_ns);
+                self.in_flight += 1;
+                self.send_request(c, InFlight::new(due, now), waited);
+            } else if let Some(c) = self.closed.pop() {
+                self.in_flight += 1;
+                self.start_connect(c, Some(InFlight::new(due, now)), now);
+            } else if now >= due.intended_ns + self.timeout_ns {
+                self.last_exhausted_ns = Some(now);
+                let deadline = due.intended_ns + self.timeout_ns;
+                self.record.on_failure(due.phase, due.intended_ns, deadline, ErrorClass::Dropped);
+                self.errors += 1;
+            } else {
+                self.last_exhausted_ns = Some(now);
+                break;
+            }
+            self.schedule.advance();
+        }
+    }
+
+    fn next_wake(&self, now: u64, next_expire: u64) -> u64 {
+        let mut wake = now + MAX_WAIT_NS;
+        if let Some(due) = self.schedule.peek() {
+            // Due later: wake exactly then. Due already (pool exhausted): a completion
+            // will wake us; at the latest, its drop deadline.
+            let at = if due.intended_ns > now { due.intended_ns } else { due.intended_ns + self.timeout_ns };
+            wake = wake.min(at);
+        }
+        if self.in_flight > 0 {
+            wake = wake.min(next_expire);
+        }
+        wake
+    }
+
+    /// Submit what is queued and wait up to `ns` for at least one completion.
+    fn wait(&mut self, ns: u64) -> Result<(), EngineError> {
+        let result = if ns == 0 {
+            let pending = self.ring.submission().len() as u32;
+            // SAFETY: no argument pointer is passed; GETEVENTS runs deferred completion work
+            // without waiting for any.
+            unsafe { self.ring.submitter().enter::<libc::sigset_t>(pending, 0, ENTER_GETEVENTS, None) }
+                .map(|_| ())
+        } else {
+            let ts = types::Timespec::from(Duration::from_nanos(ns));
+            let args = types::SubmitArgs::new().timespec(&ts);
+            self.ring.submitter().submit_with_args(1, &args).map(|_| ())
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)) => Ok(()),
+            Err(e) => Err(EngineError::Enter(e)),
+        }
+    }
+
+    fn push(&mut self, entry: squeue::Entry) {
+        // SAFETY: every entry points into memory that outlives the operation: the shared
+        // request bytes, a connection's buffer (never freed or moved while ops > 0), or
+        // the boxed sockaddr.
+        unsafe {
+            if self.ring.submission().push(&entry).is_err() {
+                let _ = self.ring.submit();
+                self.ring.submission().push(&entry).expect("submission queue has room after submit");
+            }
+        }
+    }
+
+    fn start_connect(&mut self, c: usize, request: Option<InFlight>, now: u64) {
+        // SAFETY: plain socket(2) call.
+        let fd = unsafe { libc::socket(self.family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            // Out of descriptors or memory: fail the request, keep the slot for later.
+            self.closed.push(c);
+            if let Some(f) = request {
+                self.finish_failed(f, now, ErrorClass::Connect);
+            }
+            return;
+        }
+        set_nodelay(fd);
+        let generation = {
+            let conn = &mut self.conns[c];
+            conn.fd = fd;
+            conn.generation = conn.generation.wrapping_add(1);
+            conn.state = State::Connecting;
+            conn.connect_started_ns = now;
+            conn.inflight = request;
+            conn.ops += 1;
+            conn.generation
+        };
+        let addr = &*self.sockaddr as *const libc::sockaddr_storage as *const libc::sockaddr;
+        let entry = opcode::Connect::new(types::Fd(fd), addr, self.sockaddr_len)
+            .build()
+            .user_data(user_data(c, generation, OP_CONNECT));
+        self.push(entry);
+    }
+
+    fn send_request(&mut self, c: usize, mut f: InFlight, waited: bool) {
+        let now = self.clock.now_ns();
+        f.sent_ns = now;
+        let conn = &mut self.conns[c];
+        conn.state = State::Busy;
+        conn.inflight = Some(f);
+        conn.ops += 1;
+        let (fd, generation) = (conn.fd, conn.generation);
+        self.record.on_send(f.phase, f.intended_ns, now, waited, self.in_flight);
+        self.sent += 1;
+        let entry = opcode::Send::new(types::Fd(fd), self.request.as_ptr(), self.request.len() as u32)
+            .build()
+            .user_data(user_data(c, generation, OP_SEND));
+        self.push(entry);
+        self.post_recv(c);
+    }
+
+    fn post_recv(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        let Some((ptr, len)) = conn.recv_space() else {
+            self.fail_request(c, ErrorClass::Protocol, self.clock.now_ns());
+            return;
+        };
+        conn.ops += 1;
+        let entry = opcode::Recv::new(types::Fd(conn.fd), ptr, len)
+            .build()
+            .user_data(user_data(c, conn.generation, OP_RECV));
+        self.push(entry);
+    }
+
+    /// Take every completion and act on it.
+    fn reap(&mut self) {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.extend(self.ring.completion().map(|e| (e.user_data(), e.result())));
+        for &(ud, res) in &cqes {
+            self.complete(ud, res);
+        }
+        cqes.clear();
+        self.cqes = cqes;
+    }
+
+    fn complete(&mut self, ud: u64, res: i32) {
+        let c = (ud >> 32) as usize;
+        let op = ud & 0xff;
+        let conn = &mut self.conns[c];
+        conn.ops -= 1;
+        debug_assert_eq!(((ud >> 8) & 0x00ff_ffff) as u32, conn.generation & 0x00ff_ffff);
+        if conn.state != State::Closing {
+            match op {
+                OP_CONNECT => self.on_connected(c, res),
+                OP_SEND => self.on_sent(c, res),
+                _ => self.on_received(c, res),
+            }
+        }
+        self.settle(c);
+    }
+
+    fn on_connected(&mut self, c: usize, res: i32) {
+        let now = self.clock.now_ns();
+        if res < 0 {
+            self.record.connect_failures += 1;
+            let conn = &mut self.conns[c];
+            let request = conn.inflight.take();
+            conn.state = State::Closing; // ops == 0: settle closes the socket
+            if let Some(f) = request {
+                self.finish_failed(f, now, class_of_errno(-res));
+            }
+            return;
+        }
+        self.record.connections_opened += 1;
+        self.open += 1;
+        match self.conns[c].inflight.take() {
+            Some(f) => self.send_request(c, f, false),
+            None => {
+                self.conns[c].state = State::Idle;
+                self.idle.push(c);
+            }
+        }
+    }
+
+    fn on_sent(&mut self, c: usize, res: i32) {
+        let now = self.clock.now_ns();
+        let len = self.request.len();
+        let conn = &mut self.conns[c];
+        let Some(f) = conn.inflight.as_mut() else { return };
+        if res < 0 {
+            self.fail_request(c, class_of_errno(-res), now);
+            return;
+        }
+        f.written += res as usize;
+        if f.written < len {
+            // Short write: send the rest.
+            let rest = &self.request[f.written..];
+            let entry = opcode::Send::new(types::Fd(conn.fd), rest.as_ptr(), rest.len() as u32)
+                .build()
+                .user_data(user_data(c, conn.generation, OP_SEND));
+            conn.ops += 1;
+            self.push(entry);
+        }
+    }
+
+    fn on_received(&mut self, c: usize, res: i32) {
+        let now = self.clock.now_ns();
+        if self.conns[c].inflight.is_none() {
+            return;
+        }
+        if res < 0 {
+            self.fail_request(c, class_of_errno(-res), now);
+            return;
+        }
+        let conn = &mut self.conns[c];
+        if res == 0 {
+            if let Some(Progress::Done { status, .. }) = conn.parser.on_eof() {
+                self.finish_answered(c, status, now);
+                self.begin_close(c);
+            } else if conn.parser.at_start() && conn.filled == 0 && conn.served > 0 {
+                // A reused keep-alive connection the server had closed: nothing of the
+                // response arrived, so send the request again on a fresh connection, once.
+                let mut f = conn.inflight.take().expect("checked above");
+                if f.retried {
+                    self.finish_failed(f, now, ErrorClass::Reset);
+                    self.begin_close(c);
+                } else {
+                    f.retried = true;
+                    f.written = 0;
+                    self.record.retried_on_stale_connection += 1;
+                    self.conns[c].retry = Some(f);
+                    self.begin_close(c);
+                }
+            } else {
+                self.fail_request(c, ErrorClass::Reset, now);
+            }
+            return;
+        }
+        conn.filled += res as usize;
+        match conn.parser.feed(&conn.buf[..conn.filled]) {
+            Err(_) => self.fail_request(c, ErrorClass::Protocol, now),
+            Ok((n, Progress::More)) => {
+                conn.consume(n);
+                self.post_recv(c);
+            }
+            Ok((n, Progress::Done { status, close })) => {
+                conn.consume(n);
+                // Bytes beyond the response: the server is out of step with us.
+                let out_of_step = conn.filled > 0;
+                conn.parser.reset();
+                self.finish_answered(c, status, now);
+                if close || out_of_step {
+                    self.begin_close(c);
+                }
+            }
+        }
+    }
+
+    fn finish_answered(&mut self, c: usize, status: u16, now: u64) {
+        let conn = &mut self.conns[c];
+        let Some(f) = conn.inflight.take() else { return };
+        conn.served += 1;
+        self.record.on_response(f.phase, f.intended_ns, f.sent_ns, now, status);
+        if (200..400).contains(&status) {
+            self.ok += 1;
+        } else {
+            self.errors += 1;
+        }
+        self.in_flight -= 1;
+    }
+
+    fn finish_failed(&mut self, f: InFlight, at_ns: u64, class: ErrorClass) {
+        self.record.on_failure(f.phase, f.intended_ns, at_ns, class);
+        self.errors += 1;
+        self.in_flight -= 1;
+    }
+
+    /// Fail the connection's request with `class` and close the connection.
+    fn fail_request(&mut self, c: usize, class: ErrorClass, now: u64) {
+        if let Some(f) = self.conns[c].inflight.take() {
+            self.finish_failed(f, now, class);
+        }
+        self.begin_close(c);
+    }
+
+    fn begin_close(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        match conn.state {
+            State::Closed | State::Closing => return,
+            State::Idle => {
+                if let Some(i) = self.idle.iter().position(|&x| x == c) {
+                    self.idle.swap_remove(i);
+                }
+                self.open -= 1;
+            }
+            State::Busy => self.open -= 1,
+            State::Connecting => {}
+        }
+        conn.state = State::Closing;
+        if conn.ops > 0 {
+            // Make outstanding receives finish now; settle closes once they have.
+            // SAFETY: shutdown(2) on a socket we own.
+            unsafe { libc::shutdown(conn.fd, libc::SHUT_RDWR) };
+        }
+    }
+
+    /// Move a connection on once its outstanding operations allow.
+    fn settle(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        match conn.state {
+            State::Closing if conn.ops == 0 => {
+                // SAFETY: no operation refers to this socket any more.
+                unsafe { libc::close(conn.fd) };
+                conn.fd = -1;
+                conn.state = State::Closed;
+                conn.filled = 0;
+                conn.served = 0;
+                conn.parser.reset();
+                match conn.retry.take() {
+                    Some(f) => {
+                        let now = self.clock.now_ns();
+                        self.start_connect(c, Some(f), now);
+                    }
+                    None => self.closed.push(c),
+                }
+            }
+            State::Busy if conn.inflight.is_none() && conn.ops == 0 => {
+                conn.state = State::Idle;
+                self.idle.push(c);
+            }
+            _ => {}
+        }
+    }
+
+    /// Fail requests (and connects) that have outlived the client timeout.
+    fn expire(&mut self, now: u64) {
+        for c in 0..self.conns.len() {
+            let conn = &self.conns[c];
+            match conn.state {
+                State::Busy => {
+                    if let Some(f) = conn.inflight
+                        && now >= f.sent_ns + self.timeout_ns
+                    {
+                        self.fail_request(c, ErrorClass::Timeout, f.sent_ns + self.timeout_ns);
+                    }
+                }
+                State::Connecting if now >= conn.connect_started_ns + self.timeout_ns => {
+                    let deadline = conn.connect_started_ns + self.timeout_ns;
+                    self.fail_request(c, ErrorClass::Timeout, deadline);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Close every socket and wait (boundedly) for outstanding operations to finish.
+    fn shut_down(&mut self) -> Result<(), EngineError> {
+        for c in 0..self.conns.len() {
+            self.conns[c].retry = None;
+            self.begin_close(c);
+            self.settle(c);
+        }
+        let give_up = Instant::now() + Duration::from_millis(500);
+        while self.conns.iter().any(|c| c.ops > 0) && Instant::now() < give_up {
+            self.wait(10_000_000)?;
+            self.reap();
+        }
+        Ok(())
+    }
+
+    fn publish(&self) {
+        self.live.publish(self.sent, self.ok, self.errors, u64::from(self.in_flight), u64::from(self.open));
+    }
+}
+
+impl InFlight {
+    fn new(due: Due, now: u64) -> Self {
+        InFlight { phase: due.phase, intended_ns: due.intended_ns, sent_ns: now, written: 0, retried: false }
+    }
+}
+
+/// `IORING_ENTER_GETEVENTS`.
+const ENTER_GETEVENTS: u32 = 1;
+
+fn set_nodelay(fd: RawFd) {
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt with a valid int option value.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            &one as *const _ as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}

@@ -1,0 +1,500 @@
+//! `summary.json`, schema `loader.summary/v1` — the contract scripts depend on.
+//!
+//! Every field DESIGN.md names is present; fields owned by work not done yet (knee, cliff,
+//! most probes, the certificate, the verdict's judgement) are `null` rather than absent,
+//! so consumers can rely on the shape. Extra fields are additions, never renames.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::record::{ErrorClass, PhaseRecord, ShardRecord};
+use crate::scenario::Plan;
+
+/// Schema name written in every summary.
+pub const SCHEMA: &str = "loader.summary/v1";
+
+/// The whole summary.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// The run stopped before its plan ended (SIGINT/SIGTERM); numbers cover what ran.
+    pub interrupted: bool,
+    /// What was run.
+    pub run: RunInfo,
+    /// Trust verdict.
+    pub verdict: Verdict,
+    /// One entry per phase, in order.
+    pub phases: Vec<PhaseSummary>,
+    /// Last passing step (filled by analysis; null until then).
+    pub knee: Option<Point>,
+    /// First collapsing step (filled by analysis; null until then).
+    pub cliff: Option<Point>,
+    /// What the kernel probes saw.
+    pub probes: ProbeSummary,
+    /// Loader-side health.
+    pub loader: LoaderSummary,
+    /// Per-second series of the whole run.
+    pub series: Vec<SecondSummary>,
+}
+
+/// Run parameters and totals.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Target URL.
+    pub url: String,
+    /// Run start, RFC 3339 (UTC).
+    pub started_at: String,
+    /// Wall-clock length of the run, seconds.
+    pub elapsed_s: f64,
+    /// Connections in the pool.
+    pub connections: usize,
+    /// Shard threads.
+    pub threads: usize,
+    /// Client timeout, seconds.
+    pub timeout_s: f64,
+    /// Connections opened during the run (pool and reconnects).
+    pub connections_opened: u64,
+    /// Connection attempts that failed.
+    pub connect_failures: u64,
+    /// Requests re-sent once after a stale keep-alive connection.
+    pub retried_on_stale_connection: u64,
+    /// Loader version.
+    pub loader_version: String,
+}
+
+/// The trust verdict.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Whether the numbers can be trusted; null while no verdict is computed.
+    pub trusted: Option<bool>,
+    /// Reasons found.
+    pub reasons: Vec<Reason>,
+}
+
+/// One reason of the verdict.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reason {
+    /// Stable code.
+    pub code: String,
+    /// `loader`, `network` or `target`.
+    pub side: String,
+    /// Whether it invalidates the run.
+    pub invalidates: bool,
+    /// Measured value.
+    pub value: Option<f64>,
+    /// Limit it was held against.
+    pub limit: Option<f64>,
+    /// Human sentence.
+    pub detail: String,
+}
+
+/// Percentiles in milliseconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LatencyMs {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Number of values.
+    pub count: u64,
+}
+
+/// Send-lag percentiles in milliseconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SendLagMs {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+/// One phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseSummary {
+    /// Name (`warmup`, `main`, `step 2`).
+    pub name: String,
+    /// `warmup`, `ramp` or `hold`.
+    pub kind: String,
+    /// Start offset in the run, seconds.
+    pub start_s: f64,
+    /// Length, seconds.
+    pub duration_s: f64,
+    /// Planned arrival rate, req/s.
+    pub offered_rps: f64,
+    /// Sends inside the phase window per second.
+    pub sent_rps: f64,
+    /// 2xx/3xx completions inside the phase window per second (goodput).
+    pub ok_rps: f64,
+    /// Requests intended in this phase.
+    pub requests: u64,
+    /// Of those, sent.
+    pub sent: u64,
+    /// Of those, answered 2xx/3xx.
+    pub ok: u64,
+    /// Failures by class.
+    pub errors: BTreeMap<String, u64>,
+    /// Sends more than 10 ms behind schedule.
+    pub late: u64,
+    /// Sends that found the pool exhausted and waited for a connection.
+    pub waited_for_connection: u64,
+    /// Latency from the intended send time (coordinated omission corrected).
+    pub latency_ms: LatencyMs,
+    /// Latency from the actual send time (uncorrected, as closed-loop tools report it).
+    pub service_ms: LatencyMs,
+    /// Actual send − intended send.
+    pub send_lag_ms: SendLagMs,
+    /// Judged against the SLO (null: no criteria given).
+    pub passed: Option<bool>,
+    /// Why it failed.
+    pub fail_reasons: Vec<String>,
+}
+
+/// A step of the analysis.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Point {
+    /// Rate of the step.
+    pub rps: f64,
+    /// Step name.
+    pub step: String,
+}
+
+/// Connect-latency figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConnectMs {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Connects measured.
+    pub count: u64,
+    /// Connects that failed.
+    pub failed: u64,
+}
+
+/// Resets by side.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Resets {
+    /// Sent by the loader.
+    pub sent: u64,
+    /// Received by the loader.
+    pub received: u64,
+}
+
+/// TIME_WAIT figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimeWait {
+    /// Entries into TIME_WAIT.
+    pub entries: u64,
+    /// Highest live count.
+    pub max_live: u64,
+}
+
+/// Run-queue delay of loader threads, microseconds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunQueueUs {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// What the kernel probes saw (null where a probe is not built yet or did not load).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct ProbeSummary {
+    /// The probes loaded and attached.
+    pub available: bool,
+    /// Why not, when they did not.
+    pub unavailable_reason: Option<String>,
+    /// Connect latency.
+    pub connect_ms: Option<ConnectMs>,
+    /// SYN retransmits of loader sockets.
+    pub syn_retransmits: Option<u64>,
+    /// Resets.
+    pub resets: Option<Resets>,
+    /// TIME_WAIT.
+    pub time_wait: Option<TimeWait>,
+    /// Highest ephemeral-port use, fraction of `ip_local_port_range`.
+    pub ephemeral_ports_max_ratio: Option<f64>,
+    /// TLS handshakes.
+    pub tls_handshakes: Option<u64>,
+    /// Run-queue delay.
+    pub runqueue_us: Option<RunQueueUs>,
+    /// TCP state transitions of loader sockets, `"OLD->NEW": n`.
+    pub tcp_states: Option<BTreeMap<String, u64>>,
+    /// Events or map updates the probes could not record.
+    pub lost: Option<u64>,
+}
+
+/// Certificate comparison.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CertificateRef {
+    /// Certified ceiling, req/s.
+    pub ceiling_rps: f64,
+    /// Achieved / ceiling.
+    pub ratio: f64,
+}
+
+/// Loader health.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoaderSummary {
+    /// 95th percentile of per-second shard-thread CPU, percent of one core per shard.
+    pub cpu_p95: Option<f64>,
+    /// Highest per-second shard-thread CPU, same unit.
+    pub cpu_max: Option<f64>,
+    /// Certificate comparison (null: no certificate).
+    pub certificate: Option<CertificateRef>,
+}
+
+/// One second of the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecondSummary {
+    /// Seconds since the run's start.
+    pub t: u64,
+    /// Requests planned in this second.
+    pub offered: u64,
+    /// Sent.
+    pub sent: u64,
+    /// 2xx/3xx responses.
+    pub ok: u64,
+    /// Failures by class (only non-zero classes).
+    pub errors: BTreeMap<String, u64>,
+    /// Upper bound of requests in flight (sum of the shards' peaks).
+    pub in_flight_max: u64,
+    /// Shard-thread CPU, percent of one core per shard.
+    pub cpu: Option<f64>,
+}
+
+/// Microseconds (histogram unit) to milliseconds; exact to the microsecond.
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+fn latency(h: &Histogram<u64>) -> LatencyMs {
+    let q = |q: f64| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(q)) };
+    LatencyMs {
+        p50: q(0.50),
+        p90: q(0.90),
+        p95: q(0.95),
+        p99: q(0.99),
+        p999: q(0.999),
+        max: if h.is_empty() { 0.0 } else { ms(h.max()) },
+        mean: (h.mean() / 1000.0 * 1000.0).round() / 1000.0,
+        count: h.len(),
+    }
+}
+
+fn send_lag(h: &Histogram<u64>) -> SendLagMs {
+    let q = |q: f64| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(q)) };
+    SendLagMs { p50: q(0.5), p99: q(0.99), max: if h.is_empty() { 0.0 } else { ms(h.max()) } }
+}
+
+fn errors(p: &PhaseRecord) -> BTreeMap<String, u64> {
+    ErrorClass::ALL.iter().map(|&c| (c.as_str().to_string(), p.error(c))).collect()
+}
+
+/// Requests planned in `[from_ns, to_ns)` across the plan.
+fn offered_between(plan: &Plan, from_ns: u64, to_ns: u64) -> u64 {
+    plan.phases
+        .iter()
+        .map(|ph| {
+            let w = ph.window();
+            let (a, b) = (from_ns.max(w.start_ns), to_ns.min(w.end_ns));
+            if a >= b {
+                return 0;
+            }
+            // Indices i with start + i/rate in [a, b), capped by the window's plan.
+            let first = (((a - w.start_ns) as f64) * w.rate / 1e9).ceil() as u64;
+            let end = ((((b - w.start_ns) as f64) * w.rate / 1e9).ceil() as u64).min(w.planned());
+            end.saturating_sub(first)
+        })
+        .sum()
+}
+
+/// Everything the summary is built from.
+#[derive(Debug)]
+pub struct Inputs<'a> {
+    /// The plan that ran.
+    pub plan: &'a Plan,
+    /// Merged record of all shards.
+    pub record: &'a ShardRecord,
+    /// The run was interrupted.
+    pub interrupted: bool,
+    /// Seconds the plan actually covered (less than planned if interrupted).
+    pub elapsed_s: f64,
+    /// Run start, RFC 3339.
+    pub started_at: String,
+    /// Probe figures.
+    pub probes: ProbeSummary,
+    /// Per-second shard CPU samples (percent of one core per shard).
+    pub cpu: &'a [f64],
+}
+
+/// Build the summary.
+pub fn build(inp: &Inputs<'_>) -> Summary {
+    let plan = inp.plan;
+    let rec = inp.record;
+    let phases = plan
+        .phases
+        .iter()
+        .zip(&rec.phases)
+        .map(|(ph, r)| {
+            let secs = ph.duration.as_secs_f64();
+            PhaseSummary {
+                name: ph.name.clone(),
+                kind: ph.kind.as_str().to_string(),
+                start_s: ph.start.as_secs_f64(),
+                duration_s: secs,
+                offered_rps: ph.rate,
+                sent_rps: round2(r.sent_in_window as f64 / secs),
+                ok_rps: round2(r.ok_in_window as f64 / secs),
+                requests: ph.window().planned(),
+                sent: r.sent,
+                ok: r.ok,
+                errors: errors(r),
+                late: r.late,
+                waited_for_connection: r.waited_for_connection,
+                latency_ms: latency(&r.latency),
+                service_ms: latency(&r.service),
+                send_lag_ms: send_lag(&r.send_lag),
+                passed: None,
+                fail_reasons: Vec::new(),
+            }
+        })
+        .collect();
+    let series = rec
+        .seconds
+        .iter()
+        .enumerate()
+        .map(|(t, s)| SecondSummary {
+            t: t as u64,
+            offered: offered_between(plan, t as u64 * 1_000_000_000, (t as u64 + 1) * 1_000_000_000),
+            sent: u64::from(s.sent),
+            ok: u64::from(s.ok),
+            errors: ErrorClass::ALL
+                .iter()
+                .filter(|&&c| s.errors[c as usize] > 0)
+                .map(|&c| (c.as_str().to_string(), u64::from(s.errors[c as usize])))
+                .collect(),
+            in_flight_max: u64::from(s.in_flight_max),
+            cpu: inp.cpu.get(t).copied().map(round2),
+        })
+        .collect();
+    let (cpu_p95, cpu_max) = cpu_stats(inp.cpu);
+    Summary {
+        schema: SCHEMA.to_string(),
+        interrupted: inp.interrupted,
+        run: RunInfo {
+            url: plan.target.url.clone(),
+            started_at: inp.started_at.clone(),
+            elapsed_s: round2(inp.elapsed_s),
+            connections: plan.connections,
+            threads: plan.threads,
+            timeout_s: plan.timeout.as_secs_f64(),
+            connections_opened: rec.connections_opened,
+            connect_failures: rec.connect_failures,
+            retried_on_stale_connection: rec.retried_on_stale_connection,
+            loader_version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        verdict: Verdict { trusted: None, reasons: Vec::new() },
+        phases,
+        knee: None,
+        cliff: None,
+        probes: inp.probes.clone(),
+        loader: LoaderSummary { cpu_p95, cpu_max, certificate: None },
+        series,
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn cpu_stats(samples: &[f64]) -> (Option<f64>, Option<f64>) {
+    if samples.is_empty() {
+        return (None, None);
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let idx = ((sorted.len() as f64 * 0.95).ceil() as usize).clamp(1, sorted.len()) - 1;
+    (Some(round2(sorted[idx])), Some(round2(*sorted.last().expect("non-empty"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::RunArgs;
+    use crate::scenario::Spec;
+
+    fn plan() -> Plan {
+        let a = RunArgs {
+            url: Some("http://127.0.0.1:9/".into()),
+            rate: Some(10.0),
+            duration: Some("2s".into()),
+            warmup: Some("1s".into()),
+            ..Default::default()
+        };
+        Plan::resolve(&Spec::from_run_args(&a).unwrap(), "http://127.0.0.1:9/").unwrap()
+    }
+
+    #[test]
+    fn offered_per_second_follows_the_plan() {
+        let p = plan();
+        assert_eq!(offered_between(&p, 0, 1_000_000_000), 10);
+        assert_eq!(offered_between(&p, 1_000_000_000, 3_000_000_000), 20);
+        assert_eq!(offered_between(&p, 500_000_000, 1_500_000_000), 10);
+        assert_eq!(offered_between(&p, 3_000_000_000, 4_000_000_000), 0);
+    }
+
+    #[test]
+    fn summary_has_the_contract_fields() {
+        let p = plan();
+        let windows = p.phases.iter().map(|ph| ph.window()).collect();
+        let mut rec = ShardRecord::new(windows, 3);
+        rec.on_send(1, 1_000_000_000, 1_000_100_000, false, 1);
+        rec.on_response(1, 1_000_000_000, 1_000_100_000, 1_002_000_000, 200);
+        let s = build(&Inputs {
+            plan: &p,
+            record: &rec,
+            interrupted: false,
+            elapsed_s: 3.0,
+            started_at: "2026-11-30T00:00:00Z".into(),
+            probes: ProbeSummary::default(),
+            cpu: &[10.0, 20.0, 30.0],
+        });
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["schema"], "loader.summary/v1");
+        assert!(v["verdict"]["trusted"].is_null() && v["verdict"]["reasons"].is_array());
+        let main = &v["phases"][1];
+        for key in ["name", "kind", "offered_rps", "sent_rps", "ok_rps", "requests", "errors", "latency_ms", "send_lag_ms", "passed", "fail_reasons"] {
+            assert!(main.get(key).is_some(), "phase field {key}");
+        }
+        assert_eq!(main["kind"], "hold");
+        assert_eq!(main["latency_ms"]["p50"], 2.0);
+        assert_eq!(main["errors"]["timeout"], 0);
+        assert!(v["knee"].is_null() && v["cliff"].is_null());
+        for key in ["available", "connect_ms", "syn_retransmits", "resets", "time_wait", "ephemeral_ports_max_ratio", "tls_handshakes", "runqueue_us", "tcp_states"] {
+            assert!(v["probes"].get(key).is_some(), "probes field {key}");
+        }
+        assert_eq!(v["loader"]["cpu_max"], 30.0);
+        assert!(v["loader"].get("certificate").is_some());
+    }
+}
