@@ -36,7 +36,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub url: Option<String>,
     /// Arrival rate in requests per second (open loop: independent of responses).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Length of the measured phase (constant profile) or of each step's hold (step profile).
     #[arg(long)]
@@ -48,7 +48,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub profile: Option<String>,
     /// Step rates for the step profile, e.g. 100,200,300.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub steps: Option<Vec<f64>>,
     /// Hold time of each step (step profile).
     #[arg(long)]

@@ -1,0 +1,158 @@
+//! `loader run` end to end: the real binary against the built-in target on 127.0.0.1.
+//!
+//! Assertions are about what the run must get *right* (counts, classes, where latency is
+//! measured from), never about how fast this machine is.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Target, loader_run, out_dir, phase};
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
+    let target = Target::start(&[]);
+    let out = out_dir("constant");
+    let (output, summary) = loader_run(
+        &["--url", &target.url(), "--rate", "2000", "--duration", "3s", "--warmup", "1s", "--connections", "16", "--no-probes"],
+        &out,
+        Duration::from_secs(30),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let s = summary.expect("summary.json written");
+    assert_eq!(s["schema"], "loader.summary/v1");
+    assert_eq!(s["interrupted"], false);
+    let warm = phase(&s, "warmup");
+    assert_eq!(warm["kind"], "warmup");
+    let main = phase(&s, "main");
+    assert_eq!(main["kind"], "hold");
+    assert_eq!(u(&main["requests"]), 6000, "2000/s for 3 s");
+    assert_eq!(u(&main["sent"]), 6000, "every planned request is sent");
+    assert_eq!(u(&main["ok"]), 6000);
+    let sent_rps = f(&main["sent_rps"]);
+    assert!((sent_rps - 2000.0).abs() <= 20.0, "sent/s {sent_rps} not within 1% of 2000");
+    // Keep-alive: the pool was opened once and reused.
+    assert_eq!(u(&s["run"]["connections_opened"]), 16);
+    // Latency counts from the intended time, so it can never be below the service time.
+    let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
+    for q in ["p50", "p99", "max"] {
+        assert!(f(&lat[q]) >= f(&svc[q]), "{q}: corrected {} < uncorrected {}", lat[q], svc[q]);
+    }
+    assert_eq!(u(&lat["count"]), 6000);
+    // The per-second series covers the run and adds up.
+    let series = s["series"].as_array().unwrap();
+    let sent_total: u64 = series.iter().map(|x| u(&x["sent"])).sum();
+    assert_eq!(sent_total, 8000, "warm-up 2000 + main 6000");
+    let offered_total: u64 = series.iter().map(|x| u(&x["offered"])).sum();
+    assert_eq!(offered_total, 8000);
+}
+
+/// The target answers nothing for 1 s out of every 4 s. Over two whole periods a quarter of
+/// the requests are due inside a stall and wait between 0 and 1 s, so the true corrected
+/// p99 is the 96th percentile of that wait: 0.96 s; a closed-loop view (service time from
+/// the actual send) hides most of it.
+#[test]
+fn stalls_show_in_corrected_latency_not_only_in_service_time() {
+    let target = Target::start(&["--stall", "4s:1s"]);
+    let out = out_dir("stall");
+    let (output, summary) = loader_run(
+        &["--url", &target.url(), "--rate", "500", "--duration", "8s", "--connections", "16", "--no-probes"],
+        &out,
+        Duration::from_secs(40),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let s = summary.expect("summary.json written");
+    let main = phase(&s, "main");
+    let p99 = f(&main["latency_ms"]["p99"]);
+    assert!((p99 - 960.0).abs() <= 0.05 * 960.0, "corrected p99 {p99} ms, expected 960 ± 5%");
+    let svc_p99 = f(&main["service_ms"]["p99"]);
+    assert!(svc_p99 < 0.5 * p99, "service-time p99 {svc_p99} should understate the corrected {p99}");
+    assert_eq!(u(&main["ok"]), 4000, "stalled requests still complete");
+    assert!(u(&main["waited_for_connection"]) > 0, "16 connections cannot cover a 1 s stall at 500/s");
+    assert!(u(&main["late"]) > 0);
+}
+
+#[test]
+fn timeouts_are_counted_and_recorded_at_the_deadline() {
+    let target = Target::start(&["--delay", "3s"]);
+    let out = out_dir("timeout");
+    let (output, summary) = loader_run(
+        &["--url", &target.url(), "--rate", "20", "--duration", "1s", "--timeout", "300ms", "--connections", "40", "--no-probes"],
+        &out,
+        Duration::from_secs(30),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let s = summary.expect("summary.json written");
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["errors"]["timeout"]), 20);
+    assert_eq!(u(&main["ok"]), 0);
+    let lat = &main["latency_ms"];
+    assert_eq!(u(&lat["count"]), 20, "timeouts enter the latency record");
+    assert!(f(&lat["p50"]) >= 300.0 && f(&lat["max"]) < 400.0, "recorded at the 300 ms deadline: {lat}");
+}
+
+#[test]
+fn refused_connections_are_connect_errors() {
+    // Bind then drop a listener: the port is (almost certainly) closed now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let out = out_dir("refused");
+    let (output, summary) = loader_run(
+        &["--url", &url, "--rate", "50", "--duration", "1s", "--connections", "4", "--no-probes"],
+        &out,
+        Duration::from_secs(30),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let s = summary.expect("summary.json written");
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["errors"]["connect"]), 50);
+    assert_eq!(u(&main["latency_ms"]["count"]), 0, "connect errors have no latency to record");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_1() {
+    let out = out_dir("bad");
+    for (args, key) in [
+        (vec!["--url", "http://127.0.0.1:1/", "--rate", "-5"], "--rate"),
+        (vec!["--url", "http://127.0.0.1:1/", "--rate", "5", "--duration", "soon"], "--duration"),
+        (vec!["--url", "localhost:80", "--rate", "5"], "--url"),
+        (vec!["--url", "http://127.0.0.1:1/", "--rate", "5", "--header", "nocolon"], "--header"),
+    ] {
+        let (output, summary) = loader_run(&args, &out, Duration::from_secs(10));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.starts_with(&format!("loader: error: {key}:")), "{stderr}");
+        assert!(summary.is_none());
+    }
+}
+
+#[test]
+fn interrupt_writes_partial_results_and_exits_130() {
+    let target = Target::start(&[]);
+    let out = out_dir("interrupt");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
+        .args(["run", "--url", &target.url(), "--rate", "200", "--duration", "20s", "--no-probes", "--plain", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = common::wait_bounded(child, Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["interrupted"], true);
+    let sent = u(&phase(&s, "main")["sent"]);
+    assert!(sent > 0 && sent < 4000, "partial: {sent} of 4000 planned");
+}
