@@ -1,0 +1,255 @@
+//! Finding (or mounting) tracefs and reading a tracepoint's record layout from its `format`
+//! file.
+//!
+//! Owns: the choice of tracefs directory (the same rule aya uses when it attaches, so both
+//! look at the same tree), mounting tracefs when no tree is there, and parsing `format`.
+//! Does not: attach anything (aya does), or decide what a missing tracepoint means.
+
+use std::{
+    ffi::CString,
+    fs, io,
+    path::{Path, PathBuf},
+};
+
+use probes_ebpf::SetStateLayout;
+
+/// Where tracefs is usually mounted, in aya's order of preference.
+const TRACEFS: &str = "/sys/kernel/tracing";
+/// The older location, under debugfs.
+const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+
+/// A usable tracefs tree, and whether this process had to mount it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Tracefs {
+    /// The directory holding `events/`.
+    pub(crate) root: PathBuf,
+    /// True when tracefs was not mounted and this call mounted it (it stays mounted: other
+    /// tools expect it there, and a second run should not pay for it again).
+    pub(crate) mounted_now: bool,
+}
+
+/// The tracefs tree aya will use: `/sys/kernel/tracing` or `/sys/kernel/debug/tracing`,
+/// whichever exists and is not empty (an empty `/sys/kernel/tracing` is an unmounted
+/// mountpoint). When neither is, mount tracefs on `/sys/kernel/tracing`, like
+/// `mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing`.
+pub(crate) fn find_or_mount() -> Result<Tracefs, String> {
+    if let Some(root) = [TRACEFS, DEBUGFS_TRACING]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| non_empty_dir(p))
+    {
+        return Ok(Tracefs {
+            root: root.to_path_buf(),
+            mounted_now: false,
+        });
+    }
+    mount_tracefs(Path::new(TRACEFS)).map_err(|err| {
+        format!("tracefs is not mounted and `mount -t tracefs tracefs {TRACEFS}` failed: {err}")
+    })?;
+    if non_empty_dir(Path::new(TRACEFS)) {
+        Ok(Tracefs {
+            root: PathBuf::from(TRACEFS),
+            mounted_now: true,
+        })
+    } else {
+        Err(format!("mounted tracefs on {TRACEFS} but it is empty"))
+    }
+}
+
+fn non_empty_dir(path: &Path) -> bool {
+    fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_some())
+}
+
+fn mount_tracefs(target: &Path) -> io::Result<()> {
+    let source = c"tracefs";
+    let fstype = c"tracefs";
+    let target = CString::new(target.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+    // SAFETY: all pointers are valid NUL-terminated strings that outlive the call; no data.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The `format` file of `category:name` under `tracefs`.
+pub(crate) fn format_path(tracefs: &Path, category: &str, name: &str) -> PathBuf {
+    tracefs
+        .join("events")
+        .join(category)
+        .join(name)
+        .join("format")
+}
+
+/// One `field:` line of a format file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Field {
+    /// The C declaration without the name (`const void *`, `__u8`, `int`).
+    pub(crate) c_type: String,
+    /// The field name, without any `[N]` suffix.
+    pub(crate) name: String,
+    /// Byte offset in the record.
+    pub(crate) offset: u32,
+    /// Byte size.
+    pub(crate) size: u32,
+}
+
+/// Parse every `field:TYPE NAME; offset:N; size:N; signed:N;` line of a format file.
+pub(crate) fn parse_fields(format: &str) -> Vec<Field> {
+    format.lines().filter_map(parse_field).collect()
+}
+
+fn parse_field(line: &str) -> Option<Field> {
+    let mut decl = None;
+    let mut offset = None;
+    let mut size = None;
+    for part in line.trim().split(';') {
+        let part = part.trim();
+        if let Some(rest) = part.strip_prefix("field:") {
+            decl = Some(rest.trim());
+        } else if let Some(rest) = part.strip_prefix("offset:") {
+            offset = rest.trim().parse().ok();
+        } else if let Some(rest) = part.strip_prefix("size:") {
+            size = rest.trim().parse().ok();
+        }
+    }
+    let decl = decl?;
+    // The name is the last identifier: `__u8 saddr[4]` → `saddr`, `const void * skaddr` → `skaddr`.
+    let without_array = decl.split('[').next()?.trim_end();
+    let split = without_array.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+    let name = &without_array[split + 1..];
+    let c_type = without_array[..=split].trim();
+    if name.is_empty() {
+        return None;
+    }
+    Some(Field {
+        c_type: c_type.to_owned(),
+        name: name.to_owned(),
+        offset: offset?,
+        size: size?,
+    })
+}
+
+/// The layout of `sock:inet_sock_set_state` from its format file text, checked against what
+/// the kernel program reads: an 8-byte `skaddr`, 4-byte states and a 1- or 2-byte protocol.
+pub(crate) fn set_state_layout(format: &str) -> Result<SetStateLayout, String> {
+    let fields = parse_fields(format);
+    let field = |name: &str, sizes: &[u32]| -> Result<&Field, String> {
+        let field = fields
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| format!("no field `{name}`"))?;
+        if sizes.contains(&field.size) {
+            Ok(field)
+        } else {
+            Err(format!(
+                "field `{name}` is {} bytes, expected {sizes:?}",
+                field.size
+            ))
+        }
+    };
+    let skaddr = field("skaddr", &[8])?;
+    let oldstate = field("oldstate", &[4])?;
+    let newstate = field("newstate", &[4])?;
+    let protocol = field("protocol", &[1, 2])?;
+    Ok(SetStateLayout {
+        skaddr: skaddr.offset,
+        oldstate: oldstate.offset,
+        newstate: newstate.offset,
+        protocol: protocol.offset,
+        protocol_size: protocol.size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/sys/kernel/tracing/events/sock/inet_sock_set_state/format` on Linux 6.18.
+    const FORMAT_6_18: &str = "name: inet_sock_set_state
+ID: 2287
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:const void * skaddr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:int oldstate;\toffset:16;\tsize:4;\tsigned:1;
+\tfield:int newstate;\toffset:20;\tsize:4;\tsigned:1;
+\tfield:__u16 sport;\toffset:24;\tsize:2;\tsigned:0;
+\tfield:__u16 dport;\toffset:26;\tsize:2;\tsigned:0;
+\tfield:__u16 family;\toffset:28;\tsize:2;\tsigned:0;
+\tfield:__u16 protocol;\toffset:30;\tsize:2;\tsigned:0;
+\tfield:__u8 saddr[4];\toffset:32;\tsize:4;\tsigned:0;
+\tfield:__u8 daddr[4];\toffset:36;\tsize:4;\tsigned:0;
+\tfield:__u8 saddr_v6[16];\toffset:40;\tsize:16;\tsigned:0;
+\tfield:__u8 daddr_v6[16];\toffset:56;\tsize:16;\tsigned:0;
+
+print fmt: \"family=%s protocol=%s\", REC->family, REC->protocol
+";
+
+    /// The 4.16–5.0 shape: no `family`, `protocol` a `__u8` at 28.
+    const FORMAT_4_16: &str = "format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:const void * skaddr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:int oldstate;\toffset:16;\tsize:4;\tsigned:1;
+\tfield:int newstate;\toffset:20;\tsize:4;\tsigned:1;
+\tfield:__u16 sport;\toffset:24;\tsize:2;\tsigned:0;
+\tfield:__u16 dport;\toffset:26;\tsize:2;\tsigned:0;
+\tfield:__u8 protocol;\toffset:28;\tsize:1;\tsigned:0;
+\tfield:__u8 saddr[4];\toffset:29;\tsize:4;\tsigned:0;
+";
+
+    #[test]
+    fn parses_the_6_18_layout() {
+        assert_eq!(set_state_layout(FORMAT_6_18), Ok(SetStateLayout::LINUX_5_1));
+    }
+
+    #[test]
+    fn parses_the_pre_5_1_layout() {
+        let layout = set_state_layout(FORMAT_4_16).unwrap();
+        assert_eq!((layout.protocol, layout.protocol_size), (28, 1));
+    }
+
+    #[test]
+    fn field_names_and_types() {
+        let fields = parse_fields(FORMAT_6_18);
+        assert_eq!(fields.len(), 15);
+        let skaddr = fields.iter().find(|f| f.name == "skaddr").unwrap();
+        assert_eq!(
+            (skaddr.c_type.as_str(), skaddr.offset, skaddr.size),
+            ("const void *", 8, 8)
+        );
+        let saddr = fields.iter().find(|f| f.name == "saddr_v6").unwrap();
+        assert_eq!(
+            (saddr.c_type.as_str(), saddr.offset, saddr.size),
+            ("__u8", 40, 16)
+        );
+    }
+
+    #[test]
+    fn rejects_unexpected_sizes_and_missing_fields() {
+        let narrow =
+            FORMAT_6_18.replace("skaddr;\toffset:8;\tsize:8", "skaddr;\toffset:8;\tsize:4");
+        assert!(set_state_layout(&narrow).unwrap_err().contains("skaddr"));
+        assert!(
+            set_state_layout("format:\n")
+                .unwrap_err()
+                .contains("no field")
+        );
+    }
+}
