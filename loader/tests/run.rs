@@ -156,3 +156,35 @@ fn interrupt_writes_partial_results_and_exits_130() {
     let sent = u(&phase(&s, "main")["sent"]);
     assert!(sent > 0 && sent < 4000, "partial: {sent} of 4000 planned");
 }
+
+/// As root, `loader run` loads the TCP state probe at start: the kernel's count of the
+/// loader's established connects equals the connections the engine opened, and every one
+/// of them is seen closing.
+#[test]
+fn run_loads_the_state_probe_and_it_agrees_with_the_engine() {
+    if !common::is_root() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI runs as root: the probe test must not skip");
+        eprintln!("skipped: loading eBPF probes needs root");
+        return;
+    }
+    let target = Target::start(&[]);
+    let out = out_dir("probes");
+    let (output, summary) = loader_run(
+        &["--url", &target.url(), "--rate", "300", "--duration", "1s", "--connections", "12"],
+        &out,
+        Duration::from_secs(30),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let s = summary.expect("summary.json written");
+    let probes = &s["probes"];
+    assert_eq!(probes["available"], true, "probes did not load: {probes}");
+    let states = &probes["tcp_states"];
+    let opened = u(&s["run"]["connections_opened"]);
+    assert_eq!(opened, 12);
+    assert_eq!(u(&states["CLOSE->SYN_SENT"]), opened, "{states}");
+    assert_eq!(u(&states["SYN_SENT->ESTABLISHED"]), opened, "{states}");
+    // The loader closes first (active close), so each socket passes FIN_WAIT1.
+    assert_eq!(u(&states["ESTABLISHED->FIN_WAIT1"]), opened, "{states}");
+    assert!(states.get("LISTEN->SYN_RECV").is_none(), "the target's sockets are not the loader's");
+    assert_eq!(u(&probes["lost"]), 0);
+}
