@@ -1,0 +1,198 @@
+//! The serving side: runtime, listener, accept loop, one hyper HTTP/1 connection per socket,
+//! and the one fixed response, shaped by `--delay`, `--workers` and `--stall`.
+//!
+//! Flag parsing is `config.rs`'s, the stall arithmetic `stall.rs`'s; how the server is started
+//! and stopped (signals, threads) is decided in `mod.rs`.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::runtime::Runtime;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::time::Instant;
+
+use super::{Stall, TargetConfig, stall};
+
+/// The body of every response. Static, so each response's `Bytes` is a pointer, not a copy.
+const BODY: &[u8] = br#"{"ok":true,"service":"loader-target"}"#;
+
+/// Pending connections the kernel may queue before `accept` (std's default of 128 is small
+/// for a calibration run opening hundreds of connections at once).
+const BACKLOG: u32 = 1024;
+
+/// After shutdown, how long requests already in service may take to finish.
+pub(super) const DRAIN: Duration = Duration::from_secs(1);
+
+/// Pause after a failed `accept` (EMFILE and the like) so the loop does not spin on it.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(5);
+
+/// The tokio runtime: single-threaded for one thread (the cheapest shape for calibration),
+/// work-stealing otherwise.
+pub(super) fn runtime(threads: usize) -> anyhow::Result<Runtime> {
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    builder.enable_all().thread_name("loader-target").build().context("starting the target's runtime")
+}
+
+/// Bind and listen on `addr` (inside a runtime). The error names the address.
+pub(super) async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    let listen = || -> std::io::Result<TcpListener> {
+        let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(BACKLOG)
+    };
+    listen().with_context(|| format!("cannot listen on {addr}"))
+}
+
+/// What happens to a request between being read and being answered. `None` in [`serve`]
+/// means none of it: the fast path clones nothing per request.
+pub(super) struct Shaping {
+    delay: Duration,
+    workers: Option<Semaphore>,
+    stall: Option<Stall>,
+    /// The target's start, origin of the stall windows.
+    start: Instant,
+}
+
+impl Shaping {
+    /// The shaping `cfg` asks for, with stall windows counted from `start`; `None` if nothing.
+    pub(super) fn new(cfg: &TargetConfig, start: Instant) -> Option<Arc<Shaping>> {
+        if cfg.delay.is_zero() && cfg.workers.is_none() && cfg.stall.is_none() {
+            return None;
+        }
+        Some(Arc::new(Shaping { delay: cfg.delay, workers: cfg.workers.map(Semaphore::new), stall: cfg.stall, start }))
+    }
+
+    /// Wait until this request may be answered.
+    async fn hold(&self) {
+        // The permit is held across the delay and any stall: N workers, each busy for D,
+        // serve exactly N/D per second; tokio's semaphore queues waiters FIFO.
+        let _permit = match &self.workers {
+            Some(workers) => Some(workers.acquire().await.expect("the semaphore is never closed")),
+            None => None,
+        };
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        if let Some(stall) = self.stall {
+            let elapsed = Instant::now().saturating_duration_since(self.start);
+            if let Some(end) = stall::window_end(elapsed, stall) {
+                // tokio timers fire on the first millisecond tick at or after `end`,
+                // never before it: no response leaves inside the window.
+                tokio::time::sleep_until(self.start + end).await;
+            }
+        }
+    }
+}
+
+/// Serve on the runtime's own threads until `shutdown` resolves (see [`serve`]).
+///
+/// The accept loop is spawned rather than run in place so that a multi-threaded runtime uses
+/// exactly its `threads` workers; the caller's `block_on` only waits.
+pub(super) async fn serve_spawned(
+    listener: TcpListener,
+    shaping: Option<Arc<Shaping>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    // A panic in the accept loop was already printed; there is nothing left to serve.
+    let _ = tokio::spawn(serve(listener, shaping, shutdown)).await;
+}
+
+/// Accept and serve until `shutdown` resolves; then stop accepting, let connections finish
+/// the requests they are serving (at most [`DRAIN`]) and return.
+async fn serve(listener: TcpListener, shaping: Option<Arc<Shaping>>, shutdown: impl Future<Output = ()>) {
+    let mut http = http1::Builder::new();
+    // Keep-alive is hyper's default; said here because the calibration depends on it.
+    // No header-read timeout: it would close idle pooled connections after 30 s and cost a
+    // timer per request; a trivial test endpoint has no slow clients to defend against.
+    http.keep_alive(true).header_read_timeout(None);
+
+    let (stop_tx, stop_rx) = watch::channel(());
+    // Every connection task holds a clone of `alive_tx`; `recv` returns None once all are gone.
+    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        tokio::spawn(connection(stream, http.clone(), shaping.clone(), stop_rx.clone(), alive_tx.clone()));
+    }
+    drop(listener);
+    let _ = stop_tx.send(());
+    drop(alive_tx);
+    let _ = tokio::time::timeout(DRAIN, alive_rx.recv()).await;
+}
+
+/// Serve one connection until the client closes it or shutdown is asked for.
+async fn connection(
+    stream: TcpStream,
+    http: http1::Builder,
+    shaping: Option<Arc<Shaping>>,
+    mut stop: watch::Receiver<()>,
+    _alive: mpsc::Sender<()>,
+) {
+    // Small responses must not wait for Nagle.
+    let _ = stream.set_nodelay(true);
+    let service = service_fn(move |req| answer(req, shaping.clone()));
+    let mut conn = pin!(http.serve_connection(TokioIo::new(stream), service));
+    tokio::select! {
+        // Client errors (resets, malformed requests) end the connection; a load target has
+        // no one to tell.
+        _ = conn.as_mut() => return,
+        _ = stop.changed() => {}
+    }
+    // Closes the connection once the request in service (if any) is answered.
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// Read and discard the request, wait as configured, answer 200 with [`BODY`].
+async fn answer(req: Request<Incoming>, shaping: Option<Arc<Shaping>>) -> Result<Response<Full<Bytes>>, Infallible> {
+    discard(req.into_body()).await;
+    if let Some(shaping) = shaping {
+        shaping.hold().await;
+    }
+    let mut res = Response::new(Full::new(Bytes::from_static(BODY)));
+    // hyper adds `content-length` from the body's exact size and `date` from its cache.
+    res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(res)
+}
+
+/// Read a request body to its end, keeping nothing, so the connection can be reused.
+async fn discard(mut body: Incoming) {
+    while !body.is_end_stream() {
+        match body.frame().await {
+            Some(Ok(_)) => {}
+            // The client went away mid-body; hyper will notice when it writes.
+            Some(Err(_)) | None => break,
+        }
+    }
+}

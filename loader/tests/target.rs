@@ -1,0 +1,306 @@
+//! `loader target` end to end: the real binary on 127.0.0.1, a plain std HTTP/1.1 client.
+//!
+//! Every wait is bounded; every child process is killed when its test ends, pass or fail.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Upper bound on any single wait in these tests (start-up, a response, an exit).
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A running `loader target`, killed on drop.
+struct Target {
+    child: Child,
+    addr: SocketAddr,
+    /// When the process was spawned: the target's own start is at or after this.
+    spawned: Instant,
+    /// When its listening line arrived: the target's own start is at or before this.
+    listening: Instant,
+}
+
+impl Target {
+    fn start(flags: &[&str]) -> Target {
+        let spawned = Instant::now();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_loader"))
+            .args(["target", "--listen", "127.0.0.1:0"])
+            .args(flags)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting loader target");
+        let stdout = child.stdout.take().unwrap();
+        // From here on the guard kills the child whatever happens.
+        let mut target = Target { child, addr: "0.0.0.0:0".parse().unwrap(), spawned, listening: spawned };
+
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let _ = tx.send(line);
+            // Keep the pipe drained so the child never blocks (or fails) on stdout.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        });
+        let line = rx.recv_timeout(PATIENCE).expect("no listening line within 10 s");
+        target.listening = Instant::now();
+        let url = line
+            .trim_end()
+            .strip_prefix("loader target listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
+        target.addr = url.parse().unwrap_or_else(|_| panic!("not an address: {url:?}"));
+        assert_eq!(target.addr.ip().to_string(), "127.0.0.1");
+        assert_ne!(target.addr.port(), 0, "the line must show the bound port, not 0");
+        target
+    }
+
+    fn connect(&self) -> Client {
+        let stream = TcpStream::connect(self.addr).expect("connecting to the target");
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        stream.set_write_timeout(Some(PATIENCE)).unwrap();
+        Client { reader: BufReader::new(stream) }
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill failed");
+    }
+
+    /// Wait (bounded) for the child to exit.
+    fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection.
+struct Client {
+    reader: BufReader<TcpStream>,
+}
+
+struct Response {
+    status: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+impl Client {
+    fn send(&mut self, method: &str, path: &str, body: &str) {
+        let request =
+            format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        self.reader.get_mut().write_all(request.as_bytes()).expect("sending a request");
+    }
+
+    fn receive(&mut self) -> Response {
+        let mut status = String::new();
+        self.reader.read_line(&mut status).expect("reading the status line");
+        assert!(!status.is_empty(), "connection closed before a response");
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).expect("reading a header");
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(':').expect("a header line");
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+        let length: usize = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .expect("a content-length framed response")
+            .1
+            .parse()
+            .unwrap();
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).expect("reading the body");
+        Response { status: status.trim_end().to_owned(), headers, body: String::from_utf8(body).unwrap() }
+    }
+
+    fn get(&mut self) -> Response {
+        self.send("GET", "/", "");
+        self.receive()
+    }
+}
+
+/// Run the binary to completion (bounded) and return its output.
+fn run_to_end(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loader"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("loader {args:?} did not exit within 10 s");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn assert_ok_json(res: &Response) {
+    assert_eq!(res.status, "HTTP/1.1 200 OK");
+    assert_eq!(res.header("content-type"), Some("application/json"));
+    assert_eq!(res.body, r#"{"ok":true,"service":"loader-target"}"#);
+    assert_ne!(res.header("connection"), Some("close"));
+}
+
+#[test]
+fn any_request_gets_the_json_body_on_a_kept_alive_connection() {
+    let target = Target::start(&[]);
+    let mut client = target.connect();
+    client.send("GET", "/", "");
+    assert_ok_json(&client.receive());
+    // Same connection, another method, a path and a body to read and discard.
+    client.send("POST", "/any/path?q=1", "some request body");
+    assert_ok_json(&client.receive());
+    client.send("DELETE", "/x", "");
+    assert_ok_json(&client.receive());
+}
+
+#[test]
+fn delay_holds_each_response() {
+    let target = Target::start(&["--delay", "200ms"]);
+    let mut client = target.connect();
+    for _ in 0..2 {
+        let sent = Instant::now();
+        assert_ok_json(&client.get());
+        let took = sent.elapsed();
+        assert!(took >= Duration::from_millis(200), "answered after {took:?}, delay is 200ms");
+        assert!(took < Duration::from_secs(5), "answered after {took:?}");
+    }
+}
+
+#[test]
+fn workers_queue_requests_beyond_their_number() {
+    let target = Target::start(&["--workers", "1", "--delay", "50ms"]);
+    let mut clients: Vec<Client> = (0..4).map(|_| target.connect()).collect();
+    let sent = Instant::now();
+    for client in &mut clients {
+        client.send("GET", "/", "");
+    }
+    for client in &mut clients {
+        assert_ok_json(&client.receive());
+    }
+    let took = sent.elapsed();
+    // One worker, 50 ms each: capacity 20/s, so 4 requests need at least 200 ms.
+    assert!(took >= Duration::from_millis(200), "4 requests took {took:?}");
+    assert!(took < Duration::from_secs(5), "4 requests took {took:?}");
+}
+
+#[test]
+fn stall_holds_responses_until_the_window_ends() {
+    // Windows [2s, 2.5s), [4s, 4.5s), … from the target's start, which lies between
+    // `spawned` and `listening`.
+    let target = Target::start(&["--stall", "2s:500ms"]);
+    let mut first = target.connect();
+    let mut second = target.connect();
+
+    // Before the first window: answered at once.
+    thread::sleep(Duration::from_millis(1000).saturating_sub(target.listening.elapsed()));
+    let sent = Instant::now();
+    assert_ok_json(&first.get());
+    assert!(sent.elapsed() < Duration::from_millis(400), "no stall yet, took {:?}", sent.elapsed());
+
+    // Inside the first window (2.05 s after the line, so inside as long as start-up took
+    // under 450 ms), on two connections: both held until the window's end.
+    let startup = target.listening - target.spawned;
+    assert!(startup < Duration::from_millis(400), "start-up took {startup:?}: too slow to aim");
+    thread::sleep((target.listening + Duration::from_millis(2050)).saturating_duration_since(Instant::now()));
+    first.send("GET", "/", "");
+    second.send("GET", "/", "");
+    for client in [&mut first, &mut second] {
+        assert_ok_json(&client.receive());
+        let answered = Instant::now();
+        assert!(
+            answered >= target.spawned + Duration::from_millis(2500),
+            "answered {:?} after spawn, inside the stall window",
+            answered - target.spawned
+        );
+        assert!(
+            answered < target.listening + Duration::from_millis(3000),
+            "held {:?} past the window's end",
+            answered - (target.listening + Duration::from_millis(2500))
+        );
+    }
+
+    // After the window: answered at once again.
+    let sent = Instant::now();
+    assert_ok_json(&first.get());
+    assert!(sent.elapsed() < Duration::from_millis(400), "window over, took {:?}", sent.elapsed());
+}
+
+#[test]
+fn sigterm_stops_it_cleanly() {
+    let mut target = Target::start(&[]);
+    let mut idle = target.connect();
+    assert_ok_json(&idle.get());
+    // `idle` stays open: a kept-alive connection must not hold the exit up.
+    target.signal(libc::SIGTERM);
+    let status = target.wait_exit(Duration::from_secs(2)).expect("still running 2 s after SIGTERM");
+    assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn sigint_stops_it_cleanly() {
+    let mut target = Target::start(&["--threads", "2"]);
+    assert_ok_json(&target.connect().get());
+    target.signal(libc::SIGINT);
+    let status = target.wait_exit(Duration::from_secs(2)).expect("still running 2 s after SIGINT");
+    assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn bad_flags_fail_with_one_line_naming_the_flag() {
+    let out = run_to_end(&["target", "--listen", "127.0.0.1:0", "--stall", "abc"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr, "loader: error: --stall: expected EVERY:FOR like 10s:1s, got \"abc\"\n");
+    assert!(out.stdout.is_empty());
+
+    let out = run_to_end(&["target", "--listen", "127.0.0.1:0", "--workers", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("--workers: must be at least 1"));
+}
+
+#[test]
+fn taken_address_fails_naming_it() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = run_to_end(&["target", "--listen", &addr]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with(&format!("loader: error: cannot listen on {addr}: ")), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
