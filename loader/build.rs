@@ -37,8 +37,7 @@ enum Mode {
 }
 
 fn main() -> anyhow::Result<()> {
-    let manifest_dir =
-        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR")?);
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR")?);
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR")?);
     let ebpf_dir = manifest_dir.join("..").join(EBPF_PACKAGE);
     let object = out_dir.join(OBJECT_NAME);
@@ -46,10 +45,7 @@ fn main() -> anyhow::Result<()> {
     // Rebuild on any change to the kernel programs or the shared types. (aya-build prints
     // the same for the real build; the stub path needs it too, so it happens here as well.)
     println!("cargo:rerun-if-changed={}", ebpf_dir.join("src").display());
-    println!(
-        "cargo:rerun-if-changed={}",
-        ebpf_dir.join("Cargo.toml").display()
-    );
+    println!("cargo:rerun-if-changed={}", ebpf_dir.join("Cargo.toml").display());
     println!("cargo:rerun-if-env-changed=LOADER_EBPF");
     println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
 
@@ -60,15 +56,10 @@ fn main() -> anyhow::Result<()> {
         Ok(other) => bail!("LOADER_EBPF={other:?}: expected auto, require or skip"),
         Err(err) => bail!("LOADER_EBPF: {err}"),
     };
-    let aya_build_skip =
-        env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    let aya_build_skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
 
     if mode == Mode::Skip || aya_build_skip {
-        let why = if mode == Mode::Skip {
-            "LOADER_EBPF=skip"
-        } else {
-            "AYA_BUILD_SKIP is set"
-        };
+        let why = if mode == Mode::Skip { "LOADER_EBPF=skip" } else { "AYA_BUILD_SKIP is set" };
         if mode == Mode::Require {
             bail!("LOADER_EBPF=require but {why}");
         }
@@ -97,15 +88,9 @@ fn main() -> anyhow::Result<()> {
     };
     println!("cargo:rerun-if-changed={}", linker.display());
 
-    build_real(&ebpf_dir, &linker).with_context(|| {
-        format!(
-            "building the eBPF object with bpf-linker {}",
-            linker.display()
-        )
-    })?;
-    let size = fs::metadata(&object)
-        .with_context(|| format!("{} after the eBPF build", object.display()))?
-        .len();
+    build_real(&ebpf_dir, &linker)
+        .with_context(|| format!("building the eBPF object with bpf-linker {}", linker.display()))?;
+    let size = fs::metadata(&object).with_context(|| format!("{} after the eBPF build", object.display()))?.len();
     if size == 0 {
         bail!("the eBPF build produced an empty {}", object.display());
     }
@@ -137,11 +122,7 @@ fn build_real(ebpf_dir: &Path, linker: &Path) -> anyhow::Result<()> {
 
     let root_dir = ebpf_dir.to_str().context("probes-ebpf path is not UTF-8")?;
     aya_build::build_ebpf(
-        [aya_build::Package {
-            name: EBPF_PACKAGE,
-            root_dir,
-            ..Default::default()
-        }],
+        [aya_build::Package { name: EBPF_PACKAGE, root_dir, ..Default::default() }],
         aya_build::Toolchain::Custom(&toolchain),
     )
 }
@@ -155,10 +136,7 @@ fn current_toolchain() -> anyhow::Result<String> {
         return Ok(toolchain);
     }
     // Without rustup aya-build runs plain `cargo`, ignoring the name; any name will do.
-    let Ok(output) = Command::new("rustup")
-        .args(["show", "active-toolchain"])
-        .output()
-    else {
+    let Ok(output) = Command::new("rustup").args(["show", "active-toolchain"]).output() else {
         return Ok("stable".to_owned());
     };
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -179,9 +157,7 @@ fn find_bpf_linker() -> Option<PathBuf> {
         .flat_map(|path| env::split_paths(&path).collect::<Vec<_>>())
         .map(|dir| dir.join("bpf-linker"));
     let in_cargo_home = cargo_bin_dir().map(|dir| dir.join("bpf-linker"));
-    on_path
-        .chain(in_cargo_home)
-        .find(|candidate| is_executable(candidate))
+    on_path.chain(in_cargo_home).find(|candidate| is_executable(candidate))
 }
 
 fn cargo_bin_dir() -> Option<PathBuf> {
@@ -193,10 +169,7 @@ fn cargo_bin_dir() -> Option<PathBuf> {
 
 /// `bpf-linker --version` succeeds.
 fn runs(linker: &Path) -> bool {
-    Command::new(linker)
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success())
+    Command::new(linker).arg("--version").output().is_ok_and(|out| out.status.success())
 }
 
 fn is_executable(path: &Path) -> bool {

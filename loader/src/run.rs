@@ -135,6 +135,7 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
     let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
     let clock = Clock::new(Instant::now() + POOL_OPEN_GRACE);
     let request: Arc<[u8]> = plan.request.clone().into();
+    let peak_rate = plan.phases.iter().map(|p| p.rate).fold(0.0, f64::max);
     let mut lives = Vec::new();
     let mut handles = Vec::new();
     for shard in 0..plan.threads {
@@ -153,6 +154,7 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
             stop: Arc::clone(stop),
             live,
             seconds,
+            wake_window: engine::wake_window(peak_rate / plan.threads as f64),
         };
         let handle = thread::Builder::new()
             .name(format!("loader-shard-{shard}"))
@@ -308,12 +310,9 @@ fn probe_summary(probes: Option<&Probes>, reason: Option<String>) -> ProbeSummar
         return ProbeSummary { available: false, unavailable_reason: reason, ..Default::default() };
     };
     match p.tcp_states() {
-        Ok(states) => ProbeSummary {
-            available: true,
-            tcp_states: Some(states),
-            lost: Some(p.lost()),
-            ..Default::default()
-        },
+        Ok(states) => {
+            ProbeSummary { available: true, tcp_states: Some(states), lost: Some(p.lost()), ..Default::default() }
+        }
         Err(e) => ProbeSummary {
             available: false,
             unavailable_reason: Some(format!("reading probe maps failed: {}", crate::error::one_line(&e))),

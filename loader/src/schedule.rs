@@ -132,8 +132,7 @@ mod tests {
     fn shards_partition_the_global_sequence() {
         let windows = vec![win(0.0, 1.0, 1000.0), win(1.0, 2.5, 333.0)];
         let whole = drain(ShardSchedule::new(windows.clone(), 0, 1));
-        let mut merged: Vec<Due> =
-            (0..3).flat_map(|k| drain(ShardSchedule::new(windows.clone(), k, 3))).collect();
+        let mut merged: Vec<Due> = (0..3).flat_map(|k| drain(ShardSchedule::new(windows.clone(), k, 3))).collect();
         merged.sort_by_key(|d| (d.intended_ns, d.phase));
         assert_eq!(merged, whole);
         for k in 0..3 {

@@ -32,10 +32,7 @@ fn tcp_states() {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     if euid != 0 {
-        assert!(
-            !ci,
-            "CI=true but running as euid {euid}: the probe test needs root in CI"
-        );
+        assert!(!ci, "CI=true but running as euid {euid}: the probe test needs root in CI");
         eprintln!("skipping tcp_states: needs root to load eBPF programs (euid {euid})");
         return;
     }
@@ -49,16 +46,11 @@ fn tcp_states() {
             return;
         }
         Err(err) => {
-            let code = err
-                .downcast_ref::<Unavailable>()
-                .map_or("?", Unavailable::code);
+            let code = err.downcast_ref::<Unavailable>().map_or("?", Unavailable::code);
             panic!("as root the probes must load; unavailable ({code}): {err:#}");
         }
     };
-    eprintln!(
-        "probes attached (tracefs mounted by start-up: {})",
-        probes.mounted_tracefs()
-    );
+    eprintln!("probes attached (tracefs mounted by start-up: {})", probes.mounted_tracefs());
 
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("local_addr");
@@ -95,40 +87,17 @@ fn tcp_states() {
     eprintln!("tcp_states: {states:?}");
     let count = |key: &str| states.get(key).copied().unwrap_or(0);
 
-    assert_eq!(
-        count("CLOSE->SYN_SENT"),
-        OWN_CONNECTIONS,
-        "one connect() per own connection"
-    );
-    assert_eq!(
-        count("SYN_SENT->ESTABLISHED"),
-        OWN_CONNECTIONS,
-        "every own connect succeeded"
-    );
-    assert_eq!(
-        count("ESTABLISHED->FIN_WAIT1"),
-        OWN_CONNECTIONS,
-        "the client closed first"
-    );
-    assert_eq!(
-        closes(&states),
-        OWN_CONNECTIONS,
-        "every own socket ended (and left LOADER_SOCKS)"
-    );
+    assert_eq!(count("CLOSE->SYN_SENT"), OWN_CONNECTIONS, "one connect() per own connection");
+    assert_eq!(count("SYN_SENT->ESTABLISHED"), OWN_CONNECTIONS, "every own connect succeeded");
+    assert_eq!(count("ESTABLISHED->FIN_WAIT1"), OWN_CONNECTIONS, "the client closed first");
+    assert_eq!(closes(&states), OWN_CONNECTIONS, "every own socket ended (and left LOADER_SOCKS)");
     for key in states.keys() {
         assert!(
             !key.contains("LISTEN") && !key.contains("SYN_RECV"),
             "server-side sockets are not the loader's connections: {key}"
         );
     }
-    assert_eq!(
-        probes
-            .lost_by_reason()
-            .expect("read lost")
-            .values()
-            .sum::<u64>(),
-        0
-    );
+    assert_eq!(probes.lost_by_reason().expect("read lost").values().sum::<u64>(), 0);
     assert_eq!(probes.lost(), 0);
 
     // Control: the same program pointed at a child's tgid counts that child's connect, and
@@ -136,37 +105,21 @@ fn tcp_states() {
     // work, not a program blind to other processes.
     let mut child = Command::new("bash")
         .arg("-c")
-        .arg(format!(
-            "read -r _ && exec 3<>/dev/tcp/{}/{}",
-            addr.ip(),
-            addr.port()
-        ))
+        .arg(format!("read -r _ && exec 3<>/dev/tcp/{}/{}", addr.ip(), addr.port()))
         .stdin(Stdio::piped())
         .spawn()
         .expect("spawn bash");
     let child_probes = Probes::start(child.id()).expect("probes for the child's tgid");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("release the child");
+    child.stdin.take().expect("stdin").write_all(b"go\n").expect("release the child");
     let (accepted, _) = listener.accept().expect("accept the child's connection");
-    assert!(
-        child.wait().expect("wait for bash").success(),
-        "bash could not connect"
-    );
+    assert!(child.wait().expect("wait for bash").success(), "bash could not connect");
     drop(accepted);
     let child_states = wait_for_closes(&child_probes, 1);
     eprintln!("tcp_states of the child: {child_states:?}");
     assert_eq!(child_states.get("CLOSE->SYN_SENT"), Some(&1));
     assert_eq!(child_states.get("SYN_SENT->ESTABLISHED"), Some(&1));
     let own = probes.tcp_states().expect("read counts");
-    assert_eq!(
-        own.get("CLOSE->SYN_SENT"),
-        Some(&OWN_CONNECTIONS),
-        "own counts unchanged: {own:?}"
-    );
+    assert_eq!(own.get("CLOSE->SYN_SENT"), Some(&OWN_CONNECTIONS), "own counts unchanged: {own:?}");
 }
 
 /// `bash -c 'exec 3<>/dev/tcp/HOST/PORT'`: a connect() from another tgid, fully established
@@ -177,19 +130,12 @@ fn connect_from_child(addr: SocketAddr) {
         .arg(format!("exec 3<>/dev/tcp/{}/{}", addr.ip(), addr.port()))
         .status()
         .expect("run bash");
-    assert!(
-        status.success(),
-        "bash could not connect to {addr}: {status}"
-    );
+    assert!(status.success(), "bash could not connect to {addr}: {status}");
 }
 
 /// Transitions into CLOSE, i.e. sockets whose lifetime ended.
 fn closes(states: &BTreeMap<String, u64>) -> u64 {
-    states
-        .iter()
-        .filter(|(key, _)| key.ends_with("->CLOSE"))
-        .map(|(_, n)| n)
-        .sum()
+    states.iter().filter(|(key, _)| key.ends_with("->CLOSE")).map(|(_, n)| n).sum()
 }
 
 /// The counts once `expected` sockets have reached CLOSE (the last FIN/ACK exchange on

@@ -22,7 +22,19 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
     let target = Target::start(&[]);
     let out = out_dir("constant");
     let (output, summary) = loader_run(
-        &["--url", &target.url(), "--rate", "2000", "--duration", "3s", "--warmup", "1s", "--connections", "16", "--no-probes"],
+        &[
+            "--url",
+            &target.url(),
+            "--rate",
+            "2000",
+            "--duration",
+            "3s",
+            "--warmup",
+            "1s",
+            "--connections",
+            "16",
+            "--no-probes",
+        ],
         &out,
         Duration::from_secs(30),
     );
@@ -85,7 +97,19 @@ fn timeouts_are_counted_and_recorded_at_the_deadline() {
     let target = Target::start(&["--delay", "3s"]);
     let out = out_dir("timeout");
     let (output, summary) = loader_run(
-        &["--url", &target.url(), "--rate", "20", "--duration", "1s", "--timeout", "300ms", "--connections", "40", "--no-probes"],
+        &[
+            "--url",
+            &target.url(),
+            "--rate",
+            "20",
+            "--duration",
+            "1s",
+            "--timeout",
+            "300ms",
+            "--connections",
+            "40",
+            "--no-probes",
+        ],
         &out,
         Duration::from_secs(30),
     );
@@ -151,7 +175,8 @@ fn interrupt_writes_partial_results_and_exits_130() {
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let output = common::wait_bounded(child, Duration::from_secs(10));
     assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
-    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["interrupted"], true);
     let sent = u(&phase(&s, "main")["sent"]);
     assert!(sent > 0 && sent < 4000, "partial: {sent} of 4000 planned");

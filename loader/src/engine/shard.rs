@@ -64,6 +64,10 @@ pub struct Shard {
     /// Last time the head of the schedule found no connection (ns since start).
     last_exhausted_ns: Option<u64>,
     cqes: Vec<(u64, i32)>,
+    /// Batching window (0 = exact wake-ups); see `engine::wake_window`.
+    wake_window_ns: u64,
+    /// The kernel can hold completions for a minimum wait (`IORING_FEAT_MIN_TIMEOUT`).
+    min_timeout: bool,
 }
 
 fn new_ring(entries: u32) -> Result<IoUring, EngineError> {
@@ -148,7 +152,15 @@ impl Shard {
             errors: 0,
             last_exhausted_ns: None,
             cqes: Vec::with_capacity(entries as usize * 2),
-        })
+            wake_window_ns: cfg.wake_window.as_nanos() as u64,
+            min_timeout: false,
+        }
+        .with_features())
+    }
+
+    fn with_features(mut self) -> Self {
+        self.min_timeout = self.ring.params().is_feature_min_timeout();
+        self
     }
 
     /// Open the pool, wait for the start instant, then run the schedule to its end.
@@ -172,7 +184,7 @@ impl Shard {
             if self.schedule.peek().is_none() && self.in_flight == 0 {
                 break;
             }
-            let wake = self.next_wake(now, next_expire);
+            let wake = self.next_wake(now, next_expire).max(now + self.wake_window_ns);
             self.wait(wake.saturating_sub(self.clock.now_ns()))?;
             self.reap();
             self.publish();
@@ -252,16 +264,24 @@ impl Shard {
             let pending = self.ring.submission().len() as u32;
             // SAFETY: no argument pointer is passed; GETEVENTS runs deferred completion work
             // without waiting for any.
-            unsafe { self.ring.submitter().enter::<libc::sigset_t>(pending, 0, ENTER_GETEVENTS, None) }
-                .map(|_| ())
+            unsafe { self.ring.submitter().enter::<libc::sigset_t>(pending, 0, ENTER_GETEVENTS, None) }.map(|_| ())
         } else {
             let ts = types::Timespec::from(Duration::from_nanos(ns));
-            let args = types::SubmitArgs::new().timespec(&ts);
-            self.ring.submitter().submit_with_args(1, &args).map(|_| ())
+            let mut args = types::SubmitArgs::new().timespec(&ts);
+            let mut want = 1;
+            if self.wake_window_ns > 0 && self.min_timeout {
+                // Sleep until every request in flight has completed, or the window has
+                // passed with at least one completion, or the next send is due.
+                want = (self.in_flight as usize).max(1);
+                args = args.min_wait_usec((self.wake_window_ns / 1000) as u32);
+            }
+            self.ring.submitter().submit_with_args(want, &args).map(|_| ())
         };
         match result {
             Ok(()) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)) => {
+                Ok(())
+            }
             Err(e) => Err(EngineError::Enter(e)),
         }
     }
@@ -331,9 +351,8 @@ impl Shard {
             return;
         };
         conn.ops += 1;
-        let entry = opcode::Recv::new(types::Fd(conn.fd), ptr, len)
-            .build()
-            .user_data(user_data(c, conn.generation, OP_RECV));
+        let entry =
+            opcode::Recv::new(types::Fd(conn.fd), ptr, len).build().user_data(user_data(c, conn.generation, OP_RECV));
         self.push(entry);
     }
 

@@ -49,9 +49,7 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/pr
 pub enum Unavailable {
     /// This binary was built without the eBPF object (no bpf-linker at build time, or
     /// `LOADER_EBPF=skip`).
-    #[error(
-        "built without eBPF objects (bpf-linker was missing or LOADER_EBPF=skip when loader was built)"
-    )]
+    #[error("built without eBPF objects (bpf-linker was missing or LOADER_EBPF=skip when loader was built)")]
     NoObject,
     /// The process lacks root / `CAP_SYS_ADMIN`, or `CAP_BPF` with `CAP_PERFMON`.
     #[error("not privileged: probes need root (or CAP_BPF and CAP_PERFMON); {detail}")]
@@ -153,30 +151,19 @@ impl Probes {
             return Err(Unavailable::NoObject);
         }
         privilege::check().map_err(|detail| Unavailable::NotPrivileged { detail })?;
-        let tracefs =
-            tracefs::find_or_mount().map_err(|detail| Unavailable::NoTracefs { detail })?;
+        let tracefs = tracefs::find_or_mount().map_err(|detail| Unavailable::NoTracefs { detail })?;
 
-        let format_path = tracefs::format_path(
-            &tracefs.root,
-            names::TCP_STATES_CATEGORY,
-            names::TCP_STATES_TRACEPOINT,
-        );
+        let format_path = tracefs::format_path(&tracefs.root, names::TCP_STATES_CATEGORY, names::TCP_STATES_TRACEPOINT);
         let format = fs::read_to_string(&format_path).map_err(|err| {
             let detail = format!("{}: {err}", format_path.display());
             if err.kind() == io::ErrorKind::NotFound {
-                Unavailable::TracepointMissing {
-                    tracepoint: TCP_STATES_TRACEPOINT,
-                    detail,
-                }
+                Unavailable::TracepointMissing { tracepoint: TCP_STATES_TRACEPOINT, detail }
             } else {
                 Unavailable::NoTracefs { detail }
             }
         })?;
-        let layout =
-            tracefs::set_state_layout(&format).map_err(|detail| Unavailable::TracepointLayout {
-                tracepoint: TCP_STATES_TRACEPOINT,
-                detail,
-            })?;
+        let layout = tracefs::set_state_layout(&format)
+            .map_err(|detail| Unavailable::TracepointLayout { tracepoint: TCP_STATES_TRACEPOINT, detail })?;
 
         let mut ebpf = EbpfLoader::new()
             .override_global(names::TARGET_TGID, &tgid, true)
@@ -190,19 +177,13 @@ impl Probes {
             .ok_or(Unavailable::MissingFromObject { item: program })?
             .try_into()
             .map_err(|source| Unavailable::Program { program, source })?;
-        tracepoint
-            .load()
-            .map_err(|source| Unavailable::Program { program, source })?;
+        tracepoint.load().map_err(|source| Unavailable::Program { program, source })?;
         tracepoint
             .attach(names::TCP_STATES_CATEGORY, names::TCP_STATES_TRACEPOINT)
             .map_err(|source| Unavailable::Program { program, source })?;
 
         let tcp_states = TcpStatesReader::take(&mut ebpf)?;
-        Ok(Probes {
-            ebpf,
-            tcp_states,
-            mounted_tracefs: tracefs.mounted_now,
-        })
+        Ok(Probes { ebpf, tcp_states, mounted_tracefs: tracefs.mounted_now })
     }
 
     /// Whether start-up had to mount tracefs (it stays mounted), for the run's notes.
@@ -221,10 +202,7 @@ impl Probes {
     /// program was already running on that CPU (from `/proc/self/fdinfo`, Linux 5.12+).
     pub fn lost_by_reason(&self) -> anyhow::Result<BTreeMap<&'static str, u64>> {
         let mut by_reason: BTreeMap<_, _> = self.tcp_states.lost()?.into_iter().collect();
-        by_reason.insert(
-            "recursion_misses",
-            self.recursion_misses(names::TCP_STATES_PROGRAM)?,
-        );
+        by_reason.insert("recursion_misses", self.recursion_misses(names::TCP_STATES_PROGRAM)?);
         Ok(by_reason)
     }
 
@@ -232,11 +210,7 @@ impl Probes {
     /// failure to read them can never pass for "nothing lost".
     pub fn lost(&self) -> u64 {
         self.lost_by_reason()
-            .map(|by_reason| {
-                by_reason
-                    .values()
-                    .fold(0u64, |total, &n| total.saturating_add(n))
-            })
+            .map(|by_reason| by_reason.values().fold(0u64, |total, &n| total.saturating_add(n)))
             .unwrap_or(u64::MAX)
     }
 

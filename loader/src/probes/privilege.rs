@@ -32,16 +32,12 @@ fn check_caps(effective: u64) -> Result<(), String> {
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
-    Err(format!(
-        "euid {euid}, effective capabilities {effective:#x}"
-    ))
+    Err(format!("euid {euid}, effective capabilities {effective:#x}"))
 }
 
 /// The `CapEff:` hex mask of a `/proc/<pid>/status` text.
 fn cap_eff(status: &str) -> Option<u64> {
-    let line = status
-        .lines()
-        .find_map(|line| line.strip_prefix("CapEff:"))?;
+    let line = status.lines().find_map(|line| line.strip_prefix("CapEff:"))?;
     u64::from_str_radix(line.trim(), 16).ok()
 }
 

@@ -61,27 +61,19 @@ impl TcpStatesReader {
     }
 }
 
-fn take_per_cpu_array(
-    ebpf: &mut Ebpf,
-    name: &'static str,
-) -> Result<PerCpuArray<MapData, u64>, Unavailable> {
-    let map = ebpf
-        .take_map(name)
-        .ok_or(Unavailable::MissingFromObject { item: name })?;
+fn take_per_cpu_array(ebpf: &mut Ebpf, name: &'static str) -> Result<PerCpuArray<MapData, u64>, Unavailable> {
+    let map = ebpf.take_map(name).ok_or(Unavailable::MissingFromObject { item: name })?;
     PerCpuArray::try_from(map).map_err(|source| Unavailable::Map { name, source })
 }
 
 fn sum(per_cpu: &[u64]) -> u64 {
-    per_cpu
-        .iter()
-        .fold(0u64, |total, &n| total.saturating_add(n))
+    per_cpu.iter().fold(0u64, |total, &n| total.saturating_add(n))
 }
 
 /// `"OLD->NEW"` with the kernel's state names (`TCP_` dropped); numbers no kernel defines
 /// yet show as `STATE_<n>`.
 pub(crate) fn transition_name(old: u32, new: u32) -> String {
-    let name =
-        |state: u32| state_name(state).map_or_else(|| format!("STATE_{state}"), str::to_owned);
+    let name = |state: u32| state_name(state).map_or_else(|| format!("STATE_{state}"), str::to_owned);
     format!("{}->{}", name(old), name(new))
 }
 
@@ -93,14 +85,8 @@ mod tests {
 
     #[test]
     fn names_transitions_like_the_kernel() {
-        assert_eq!(
-            transition_name(tcp_state::CLOSE, tcp_state::SYN_SENT),
-            "CLOSE->SYN_SENT"
-        );
-        assert_eq!(
-            transition_name(tcp_state::SYN_SENT, tcp_state::ESTABLISHED),
-            "SYN_SENT->ESTABLISHED"
-        );
+        assert_eq!(transition_name(tcp_state::CLOSE, tcp_state::SYN_SENT), "CLOSE->SYN_SENT");
+        assert_eq!(transition_name(tcp_state::SYN_SENT, tcp_state::ESTABLISHED), "SYN_SENT->ESTABLISHED");
         assert_eq!(transition_name(15, tcp_state::CLOSE), "STATE_15->CLOSE");
     }
 

@@ -33,24 +33,13 @@ pub(crate) struct Tracefs {
 /// mountpoint). When neither is, mount tracefs on `/sys/kernel/tracing`, like
 /// `mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing`.
 pub(crate) fn find_or_mount() -> Result<Tracefs, String> {
-    if let Some(root) = [TRACEFS, DEBUGFS_TRACING]
-        .into_iter()
-        .map(Path::new)
-        .find(|p| non_empty_dir(p))
-    {
-        return Ok(Tracefs {
-            root: root.to_path_buf(),
-            mounted_now: false,
-        });
+    if let Some(root) = [TRACEFS, DEBUGFS_TRACING].into_iter().map(Path::new).find(|p| non_empty_dir(p)) {
+        return Ok(Tracefs { root: root.to_path_buf(), mounted_now: false });
     }
-    mount_tracefs(Path::new(TRACEFS)).map_err(|err| {
-        format!("tracefs is not mounted and `mount -t tracefs tracefs {TRACEFS}` failed: {err}")
-    })?;
+    mount_tracefs(Path::new(TRACEFS))
+        .map_err(|err| format!("tracefs is not mounted and `mount -t tracefs tracefs {TRACEFS}` failed: {err}"))?;
     if non_empty_dir(Path::new(TRACEFS)) {
-        Ok(Tracefs {
-            root: PathBuf::from(TRACEFS),
-            mounted_now: true,
-        })
+        Ok(Tracefs { root: PathBuf::from(TRACEFS), mounted_now: true })
     } else {
         Err(format!("mounted tracefs on {TRACEFS} but it is empty"))
     }
@@ -65,29 +54,13 @@ fn mount_tracefs(target: &Path) -> io::Result<()> {
     let fstype = c"tracefs";
     let target = CString::new(target.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
     // SAFETY: all pointers are valid NUL-terminated strings that outlive the call; no data.
-    let rc = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    let rc = unsafe { libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// The `format` file of `category:name` under `tracefs`.
 pub(crate) fn format_path(tracefs: &Path, category: &str, name: &str) -> PathBuf {
-    tracefs
-        .join("events")
-        .join(category)
-        .join(name)
-        .join("format")
+    tracefs.join("events").join(category).join(name).join("format")
 }
 
 /// One `field:` line of a format file.
@@ -131,12 +104,7 @@ fn parse_field(line: &str) -> Option<Field> {
     if name.is_empty() {
         return None;
     }
-    Some(Field {
-        c_type: c_type.to_owned(),
-        name: name.to_owned(),
-        offset: offset?,
-        size: size?,
-    })
+    Some(Field { c_type: c_type.to_owned(), name: name.to_owned(), offset: offset?, size: size? })
 }
 
 /// The layout of `sock:inet_sock_set_state` from its format file text, checked against what
@@ -144,17 +112,11 @@ fn parse_field(line: &str) -> Option<Field> {
 pub(crate) fn set_state_layout(format: &str) -> Result<SetStateLayout, String> {
     let fields = parse_fields(format);
     let field = |name: &str, sizes: &[u32]| -> Result<&Field, String> {
-        let field = fields
-            .iter()
-            .find(|f| f.name == name)
-            .ok_or_else(|| format!("no field `{name}`"))?;
+        let field = fields.iter().find(|f| f.name == name).ok_or_else(|| format!("no field `{name}`"))?;
         if sizes.contains(&field.size) {
             Ok(field)
         } else {
-            Err(format!(
-                "field `{name}` is {} bytes, expected {sizes:?}",
-                field.size
-            ))
+            Err(format!("field `{name}` is {} bytes, expected {sizes:?}", field.size))
         }
     };
     let skaddr = field("skaddr", &[8])?;
@@ -230,26 +192,15 @@ print fmt: \"family=%s protocol=%s\", REC->family, REC->protocol
         let fields = parse_fields(FORMAT_6_18);
         assert_eq!(fields.len(), 15);
         let skaddr = fields.iter().find(|f| f.name == "skaddr").unwrap();
-        assert_eq!(
-            (skaddr.c_type.as_str(), skaddr.offset, skaddr.size),
-            ("const void *", 8, 8)
-        );
+        assert_eq!((skaddr.c_type.as_str(), skaddr.offset, skaddr.size), ("const void *", 8, 8));
         let saddr = fields.iter().find(|f| f.name == "saddr_v6").unwrap();
-        assert_eq!(
-            (saddr.c_type.as_str(), saddr.offset, saddr.size),
-            ("__u8", 40, 16)
-        );
+        assert_eq!((saddr.c_type.as_str(), saddr.offset, saddr.size), ("__u8", 40, 16));
     }
 
     #[test]
     fn rejects_unexpected_sizes_and_missing_fields() {
-        let narrow =
-            FORMAT_6_18.replace("skaddr;\toffset:8;\tsize:8", "skaddr;\toffset:8;\tsize:4");
+        let narrow = FORMAT_6_18.replace("skaddr;\toffset:8;\tsize:8", "skaddr;\toffset:8;\tsize:4");
         assert!(set_state_layout(&narrow).unwrap_err().contains("skaddr"));
-        assert!(
-            set_state_layout("format:\n")
-                .unwrap_err()
-                .contains("no field")
-        );
+        assert!(set_state_layout("format:\n").unwrap_err().contains("no field"));
     }
 }

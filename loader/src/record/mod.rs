@@ -217,7 +217,14 @@ impl ShardRecord {
 
     /// A request of `phase` due at `intended_ns` was sent at `sent_ns`.
     #[inline]
-    pub fn on_send(&mut self, phase: usize, intended_ns: u64, sent_ns: u64, waited_for_connection: bool, in_flight: u32) {
+    pub fn on_send(
+        &mut self,
+        phase: usize,
+        intended_ns: u64,
+        sent_ns: u64,
+        waited_for_connection: bool,
+        in_flight: u32,
+    ) {
         let lag = sent_ns.saturating_sub(intended_ns);
         let in_window = self.window_of(sent_ns);
         let p = &mut self.phases[phase];

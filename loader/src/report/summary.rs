@@ -484,14 +484,36 @@ mod tests {
         assert_eq!(v["schema"], "loader.summary/v1");
         assert!(v["verdict"]["trusted"].is_null() && v["verdict"]["reasons"].is_array());
         let main = &v["phases"][1];
-        for key in ["name", "kind", "offered_rps", "sent_rps", "ok_rps", "requests", "errors", "latency_ms", "send_lag_ms", "passed", "fail_reasons"] {
+        for key in [
+            "name",
+            "kind",
+            "offered_rps",
+            "sent_rps",
+            "ok_rps",
+            "requests",
+            "errors",
+            "latency_ms",
+            "send_lag_ms",
+            "passed",
+            "fail_reasons",
+        ] {
             assert!(main.get(key).is_some(), "phase field {key}");
         }
         assert_eq!(main["kind"], "hold");
         assert_eq!(main["latency_ms"]["p50"], 2.0);
         assert_eq!(main["errors"]["timeout"], 0);
         assert!(v["knee"].is_null() && v["cliff"].is_null());
-        for key in ["available", "connect_ms", "syn_retransmits", "resets", "time_wait", "ephemeral_ports_max_ratio", "tls_handshakes", "runqueue_us", "tcp_states"] {
+        for key in [
+            "available",
+            "connect_ms",
+            "syn_retransmits",
+            "resets",
+            "time_wait",
+            "ephemeral_ports_max_ratio",
+            "tls_handshakes",
+            "runqueue_us",
+            "tcp_states",
+        ] {
             assert!(v["probes"].get(key).is_some(), "probes field {key}");
         }
         assert_eq!(v["loader"]["cpu_max"], 30.0);

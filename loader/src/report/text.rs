@@ -23,7 +23,19 @@ fn ms(v: f64) -> String {
 pub fn render(s: &Summary) -> String {
     let mut out = String::new();
     let header = [
-        "phase", "offered/s", "sent/s", "ok/s", "p50", "p90", "p95", "p99", "p99.9", "max", "lag p99", "late", "errors",
+        "phase",
+        "offered/s",
+        "sent/s",
+        "ok/s",
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "p99.9",
+        "max",
+        "lag p99",
+        "late",
+        "errors",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for p in &s.phases {

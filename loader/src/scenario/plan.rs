@@ -201,7 +201,8 @@ mod tests {
     use crate::cli::RunArgs;
 
     fn plan(f: impl FnOnce(&mut RunArgs)) -> Result<Plan, InputError> {
-        let mut a = RunArgs { url: Some("http://127.0.0.1:8080/x?y=1".into()), rate: Some(100.0), ..Default::default() };
+        let mut a =
+            RunArgs { url: Some("http://127.0.0.1:8080/x?y=1".into()), rate: Some(100.0), ..Default::default() };
         f(&mut a);
         let spec = Spec::from_run_args(&a)?;
         let url = a.url.clone().unwrap();

@@ -79,9 +79,8 @@ const MAX_RATE: f64 = 10_000_000.0;
 
 /// Parse a humantime duration (`10s`, `1m30s`, `250ms`), naming `key` on error.
 pub fn parse_duration(key: &str, text: &str) -> Result<Duration, InputError> {
-    humantime::parse_duration(text.trim()).map_err(|e| {
-        InputError::new(key, format!("expected a duration like 10s or 250ms, got {text:?} ({e})"))
-    })
+    humantime::parse_duration(text.trim())
+        .map_err(|e| InputError::new(key, format!("expected a duration like 10s or 250ms, got {text:?} ({e})")))
 }
 
 fn check_rate(key: &str, rate: f64) -> Result<f64, InputError> {
@@ -106,8 +105,7 @@ fn parse_header(text: &str) -> Result<(String, String), InputError> {
         .split_once(':')
         .ok_or_else(|| InputError::new("--header", format!("expected `Name: value`, got {text:?}")))?;
     let name = name.trim();
-    let valid = !name.is_empty()
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if !valid {
         return Err(InputError::new("--header", format!("invalid header name {name:?}")));
     }
@@ -179,7 +177,8 @@ impl Spec {
         };
 
         let default_warmup = if demo { Duration::from_secs(2) } else { Duration::ZERO };
-        let warmup = args.warmup.as_deref().map(|d| parse_duration("--warmup", d)).transpose()?.unwrap_or(default_warmup);
+        let warmup =
+            args.warmup.as_deref().map(|d| parse_duration("--warmup", d)).transpose()?.unwrap_or(default_warmup);
 
         let connections = args.connections.unwrap_or(DEFAULT_CONNECTIONS);
         if connections == 0 {
@@ -191,7 +190,8 @@ impl Spec {
         if args.threads == Some(0) {
             return Err(InputError::new("--threads", "must be at least 1"));
         }
-        let timeout = args.timeout.as_deref().map(|d| parse_duration("--timeout", d)).transpose()?.unwrap_or(DEFAULT_TIMEOUT);
+        let timeout =
+            args.timeout.as_deref().map(|d| parse_duration("--timeout", d)).transpose()?.unwrap_or(DEFAULT_TIMEOUT);
         positive("--timeout", timeout)?;
 
         let method = args.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
@@ -257,11 +257,13 @@ mod tests {
         assert!(err(args(|a| a.headers = vec!["Bad Name: x".into()])).starts_with("--header:"));
         assert!(err(args(|a| a.profile = Some("zigzag".into()))).starts_with("--profile:"));
         assert!(err(args(|a| a.method = Some("GE T".into()))).starts_with("--method:"));
-        assert!(err(args(|a| {
-            a.profile = Some("step".into());
-            a.steps = Some(vec![100.0, 0.0]);
-        }))
-        .starts_with("--steps:"));
+        assert!(
+            err(args(|a| {
+                a.profile = Some("step".into());
+                a.steps = Some(vec![100.0, 0.0]);
+            }))
+            .starts_with("--steps:")
+        );
     }
 
     #[test]
