@@ -114,6 +114,7 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
         started_at,
         probes: probes_summary,
         cpu: &run.cpu,
+        rss_mib: (run.rss_mib.0, run.rss_mib.1, proc_status_mib("VmHWM:")),
     });
     print!("\n{}", text::render(&summary));
     let path = out_dir.join("summary.json");
@@ -127,6 +128,8 @@ struct Executed {
     record: ShardRecord,
     elapsed: Duration,
     cpu: Vec<f64>,
+    /// Resident memory at the first second and at the end.
+    rss_mib: (Option<f64>, Option<f64>),
 }
 
 /// Start one thread per shard, show progress each second, merge when they end.
@@ -172,6 +175,7 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
     let mut cpu = CpuMeter::new(&lives);
     let mut tick = clock.start();
     let mut cpu_samples = Vec::new();
+    let mut rss_start = None;
     while handles.iter().any(|h| !h.is_finished()) {
         if interrupted.load(Ordering::Relaxed) {
             stop.store(true, Ordering::Relaxed);
@@ -182,6 +186,9 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
             let pct = cpu.sample();
             if tick > clock.start() {
                 cpu_samples.push(pct);
+                if rss_start.is_none() {
+                    rss_start = proc_status_mib("VmRSS:");
+                }
             }
             progress.line(&lives, tick.saturating_duration_since(clock.start()), pct);
         }
@@ -201,7 +208,8 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
     }
     let record = merged.expect("at least one shard");
     let elapsed = elapsed.min(plan.duration() + plan.timeout);
-    Ok(Executed { record, elapsed, cpu: cpu_samples })
+    let rss_end = proc_status_mib("VmRSS:");
+    Ok(Executed { record, elapsed, cpu: cpu_samples, rss_mib: (rss_start, rss_end) })
 }
 
 /// Per-second CPU of the shard threads, from /proc/self/task/TID/stat.
@@ -346,6 +354,14 @@ fn rfc3339(t: SystemTime) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// A memory figure of /proc/self/status (`VmRSS:`, `VmHWM:`), in MiB.
+fn proc_status_mib(key: &str) -> Option<f64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    let kib: f64 = line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some((kib / 1024.0 * 100.0).round() / 100.0)
 }
 
 /// Let the pool use every descriptor the hard limit allows.

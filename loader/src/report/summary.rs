@@ -262,6 +262,12 @@ pub struct LoaderSummary {
     pub cpu_max: Option<f64>,
     /// Certificate comparison (null: no certificate).
     pub certificate: Option<CertificateRef>,
+    /// Resident memory of the loader process at the first second of the run, MiB.
+    pub rss_mib_start: Option<f64>,
+    /// Resident memory at the end of the run, MiB.
+    pub rss_mib_end: Option<f64>,
+    /// Peak resident memory (VmHWM), MiB.
+    pub rss_mib_peak: Option<f64>,
 }
 
 /// One second of the run.
@@ -346,6 +352,8 @@ pub struct Inputs<'a> {
     pub probes: ProbeSummary,
     /// Per-second shard CPU samples (percent of one core per shard).
     pub cpu: &'a [f64],
+    /// Resident memory: at the first second, at the end, peak (MiB).
+    pub rss_mib: (Option<f64>, Option<f64>, Option<f64>),
 }
 
 /// Build the summary.
@@ -419,7 +427,14 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         knee: None,
         cliff: None,
         probes: inp.probes.clone(),
-        loader: LoaderSummary { cpu_p95, cpu_max, certificate: None },
+        loader: LoaderSummary {
+            cpu_p95,
+            cpu_max,
+            certificate: None,
+            rss_mib_start: inp.rss_mib.0,
+            rss_mib_end: inp.rss_mib.1,
+            rss_mib_peak: inp.rss_mib.2,
+        },
         series,
     }
 }
@@ -479,6 +494,7 @@ mod tests {
             started_at: "2026-11-30T00:00:00Z".into(),
             probes: ProbeSummary::default(),
             cpu: &[10.0, 20.0, 30.0],
+            rss_mib: (Some(3.0), Some(3.5), Some(4.0)),
         });
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["schema"], "loader.summary/v1");

@@ -88,6 +88,9 @@ pub fn render(s: &Summary) -> String {
     if let (Some(p95), Some(max)) = (s.loader.cpu_p95, s.loader.cpu_max) {
         let _ = writeln!(out, "loader shard CPU p95 {p95:.0}% max {max:.0}% (per shard core)");
     }
+    if let (Some(start), Some(end), Some(peak)) = (s.loader.rss_mib_start, s.loader.rss_mib_end, s.loader.rss_mib_peak) {
+        let _ = writeln!(out, "loader memory: RSS {start:.1} MiB at 1 s, {end:.1} MiB at the end, peak {peak:.1} MiB");
+    }
     match (&s.probes.available, &s.probes.unavailable_reason) {
         (true, _) => {
             if let Some(states) = &s.probes.tcp_states {
