@@ -93,7 +93,7 @@ pub fn loader_run(args: &[&str], out: &PathBuf, limit: Duration) -> (Output, Opt
 }
 
 /// Wait for `child` at most `limit`, killing it past that (the test then fails on its status).
-pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+pub fn wait_bounded(child: Child, limit: Duration) -> Output {
     let pid = child.id();
     let (tx, rx) = mpsc::channel::<()>();
     let watchdog = thread::spawn(move || {

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# bench/run.sh — loader vs wrk vs oha against the same nginx, on this machine.
+#
+# nginx: its own prefix and config in the run directory (the system nginx is not touched),
+# 1 worker pinned to TARGET_CPU, access_log off, `return 200 '{"ok":true}'`, 127.0.0.1 only.
+# Each load tool is pinned to LOAD_CPU and runs DURATION seconds per round; rounds interleave
+# the tools (wrk, oha, loader, then again) so drift hits them alike. Per tool: achieved req/s,
+# requests per CPU-second of the tool process (user+sys of it and its threads, from
+# getrusage(RUSAGE_CHILDREN) in bench/harness.py), p99, and loader/wrk of requests per CPU-s.
+#
+# The loader runs open loop at the rate wrk achieved in the same round (unless --rate is
+# given), so both do the same work per second and their CPU cost compares directly.
+# A tool that is missing is skipped with the reason. See docs/performance.md.
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: bench/run.sh [--rounds N] [--duration SECONDS] [--connections N] [--rate RPS]
+                    [--warmup SECONDS] [--port PORT] [--tools wrk,oha,loader] [--out DIR]
+
+Environment (flags win): ROUNDS (3), DURATION (10), CONNECTIONS (64), LOADER_RATE (wrk's
+rate this round), LOADER_WARMUP (1), PORT (a free one), TOOLS (wrk,oha,loader), OUT_DIR
+(out/bench/<time>), LOADER (target/release/loader), LOAD_CPU (0), TARGET_CPU (1).
+EOF
+}
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(dirname "$here")
+harness=("python3" "$here/harness.py")
+
+rounds=${ROUNDS:-3}
+duration=${DURATION:-10}
+connections=${CONNECTIONS:-64}
+loader_rate=${LOADER_RATE:-}
+loader_warmup=${LOADER_WARMUP:-1}
+port=${PORT:-}
+tools=${TOOLS:-wrk,oha,loader}
+out_dir=${OUT_DIR:-$repo/out/bench/$(date +%Y%m%d-%H%M%S)}
+loader_bin=${LOADER:-$repo/target/release/loader}
+load_cpu=${LOAD_CPU:-0}
+target_cpu=${TARGET_CPU:-1}
+
+while (($#)); do
+    case $1 in
+        --rounds) rounds=$2; shift 2 ;;
+        --duration) duration=${2%s}; shift 2 ;;
+        --connections) connections=$2; shift 2 ;;
+        --rate) loader_rate=$2; shift 2 ;;
+        --warmup) loader_warmup=${2%s}; shift 2 ;;
+        --port) port=$2; shift 2 ;;
+        --tools) tools=$2; shift 2 ;;
+        --out) out_dir=$2; shift 2 ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "bench: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+die() { echo "bench: $*" >&2; exit 1; }
+for n in "$rounds" "$duration" "$connections" "$loader_warmup" "$load_cpu" "$target_cpu"; do
+    [[ $n =~ ^[0-9]+$ ]] || die "expected a whole number, got '$n'"
+done
+((rounds >= 1 && duration >= 1 && connections >= 1)) || die "rounds, duration and connections must be >= 1"
+[[ -z $loader_rate || $loader_rate =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rate must be a number, got '$loader_rate'"
+command -v python3 >/dev/null || die "python3 is required (measuring and parsing)"
+command -v taskset >/dev/null || die "taskset is required (package util-linux)"
+command -v timeout >/dev/null || die "timeout is required (package coreutils)"
+cpus=$(nproc --all)
+((load_cpu < cpus && target_cpu < cpus && load_cpu != target_cpu)) ||
+    die "need two distinct CPUs: LOAD_CPU=$load_cpu TARGET_CPU=$target_cpu, this machine has $cpus"
+
+# --- which tools run -------------------------------------------------------------------
+declare -A enabled=()
+IFS=, read -r -a wanted <<<"$tools"
+for tool in "${wanted[@]}"; do
+    case $tool in
+        wrk | oha)
+            if command -v "$tool" >/dev/null; then enabled[$tool]=1
+            else echo "skip: $tool — not installed (cargo xtask setup --bench installs it)"; fi ;;
+        loader)
+            if [[ -x $loader_bin ]]; then enabled[loader]=1
+            else echo "skip: loader — $loader_bin not found (cargo build --release -p loader)"; fi ;;
+        *) die "unknown tool '$tool' (known: wrk, oha, loader)" ;;
+    esac
+done
+((${#enabled[@]})) || die "no tool to run"
+
+# --- nginx: own prefix, 1 worker on TARGET_CPU ------------------------------------------
+nginx_bin=$(command -v nginx || true)
+[[ -z $nginx_bin && -x /usr/sbin/nginx ]] && nginx_bin=/usr/sbin/nginx
+[[ -n $nginx_bin ]] || die "nginx is required (cargo xtask setup installs nginx-light)"
+[[ -n $port ]] || port=$("${harness[@]}" free-port)
+url="http://127.0.0.1:$port/"
+
+mkdir -p "$out_dir"
+out_dir=$(cd "$out_dir" && pwd)
+nginx_dir="$out_dir/nginx"
+mkdir -p "$nginx_dir/tmp"
+mask="1$(printf '%*s' "$target_cpu" '' | tr ' ' 0)"
+cat >"$nginx_dir/nginx.conf" <<EOF
+worker_processes 1;
+worker_cpu_affinity $mask;
+daemon off;
+pid $nginx_dir/nginx.pid;
+error_log $nginx_dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    # Keep-alive for the whole run: nginx's default closes a connection every 1000 requests.
+    keepalive_requests 100000000;
+    keepalive_timeout 300s;
+    client_body_temp_path $nginx_dir/tmp/body;
+    proxy_temp_path $nginx_dir/tmp/proxy;
+    fastcgi_temp_path $nginx_dir/tmp/fastcgi;
+    uwsgi_temp_path $nginx_dir/tmp/uwsgi;
+    scgi_temp_path $nginx_dir/tmp/scgi;
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            default_type application/json;
+            return 200 '{"ok":true}';
+        }
+    }
+}
+EOF
+
+nginx_pid=
+cleanup() {
+    if [[ -n $nginx_pid ]] && kill -0 "$nginx_pid" 2>/dev/null; then
+        kill -TERM "$nginx_pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$nginx_pid" 2>/dev/null; then
+            pkill -KILL -P "$nginx_pid" 2>/dev/null || true # its worker
+            kill -KILL "$nginx_pid" 2>/dev/null || true
+        fi
+        wait "$nginx_pid" 2>/dev/null || true
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+taskset -c "$target_cpu" "$nginx_bin" -p "$nginx_dir" -c "$nginx_dir/nginx.conf" -e "$nginx_dir/error.log" &
+nginx_pid=$!
+for _ in $(seq 50); do
+    "${harness[@]}" check-target "$url" >/dev/null 2>&1 && break
+    kill -0 "$nginx_pid" 2>/dev/null || die "nginx exited at start: $(tail -n 3 "$nginx_dir/error.log" 2>/dev/null)"
+    sleep 0.1
+done
+answer=$("${harness[@]}" check-target "$url") || die "nginx does not answer on $url"
+
+echo "bench: target $url — nginx ($("$nginx_bin" -v 2>&1 | sed 's/.*: //'), 1 worker on CPU $target_cpu) answers: $answer"
+echo "bench: load average before start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on CPU $load_cpu or $target_cpu skews every figure)"
+echo "bench: tools on CPU $load_cpu; $rounds round(s) of ${duration}s per tool, $connections connections; raw output in $out_dir"
+if [[ -n $loader_rate ]]; then
+    echo "bench: loader runs open loop at a fixed $loader_rate req/s (--rate)"
+else
+    echo "bench: loader runs open loop at the rate wrk achieved in the same round, so both do the same work per second"
+fi
+
+results="$out_dir/results.tsv"
+echo "round tool rps p99_ms requests cpu_s wall_s exit" >"$results"
+limit=$((duration + loader_warmup + 60))
+
+# run_tool ROUND TOOL PARSER PARSE_ARG -- CMD...: pinned, bounded, CPU measured, parsed.
+run_tool() {
+    local round=$1 tool=$2 parse_arg=$3
+    shift 4
+    local log="$out_dir/$tool-$round"
+    local code=0 parsed user sys wall
+    "${harness[@]}" rusage "$log.rusage" -- \
+        timeout --foreground -k 5 "$limit" taskset -c "$load_cpu" "$@" >"$log.out" 2>"$log.err" || code=$?
+    read -r user sys wall _ <"$log.rusage"
+    if ! parsed=$("${harness[@]}" "$tool" "$parse_arg" 2>>"$log.err"); then
+        echo "  $tool: no result (exit $code): $(tail -n 2 "$log.err" | tr '\n' ' ')"
+        return 1
+    fi
+    local rps p99 requests cpu
+    read -r rps p99 requests <<<"$parsed"
+    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }')
+    echo "$round $tool $rps $p99 $requests $cpu $wall $code" >>"$results"
+    printf '  %-6s %10.0f req/s  p99 %8.2f ms  %9d requests  CPU %6.2f s (user %s, sys %s)  exit %s\n' \
+        "$tool" "$rps" "$p99" "$requests" "$cpu" "$user" "$sys" "$code"
+    last_rps=$rps
+}
+
+for round in $(seq "$rounds"); do
+    echo "round $round/$rounds"
+    round_rate=$loader_rate
+    last_rps=
+    if [[ -n ${enabled[wrk]:-} ]]; then
+        if run_tool "$round" wrk "$out_dir/wrk-$round.out" -- \
+            wrk -t1 "-c$connections" "-d${duration}s" --latency "$url"; then
+            [[ -n $round_rate ]] || round_rate=$last_rps
+        fi
+    fi
+    if [[ -n ${enabled[oha]:-} ]]; then
+        run_tool "$round" oha "$out_dir/oha-$round.out" -- \
+            oha -z "${duration}s" -c "$connections" --no-tui --output-format json "$url" || true
+    fi
+    if [[ -n ${enabled[loader]:-} ]]; then
+        if [[ -z $round_rate ]]; then
+            echo "  loader: skipped this round — no wrk result to take the rate from (give --rate)"
+        else
+            round_rate=$(printf '%.0f' "$round_rate")
+            echo "  loader at $round_rate req/s (open loop)"
+            run_tool "$round" loader "$out_dir/loader-$round" -- \
+                "$loader_bin" run --url "$url" --rate "$round_rate" --duration "${duration}s" \
+                --warmup "${loader_warmup}s" --connections "$connections" --threads 1 \
+                --no-probes --plain --out "$out_dir/loader-$round" || true
+        fi
+    fi
+done
+
+echo
+"${harness[@]}" table "$results" | tee "$out_dir/results.md"

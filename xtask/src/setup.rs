@@ -1,0 +1,286 @@
+//! `cargo xtask setup`: install what this machine is missing, idempotently.
+//!
+//! One line per piece: `ok: …` when it is already there, `installing: …` (followed by the
+//! commands it runs) when it is not, `skip: …` with the reason when it cannot be done here
+//! (not root), `warn: …` when an optional piece failed and the run can go on without it.
+//! The recipe is the one verified in ../shared/TOOLCHAIN.md. It does not touch the
+//! workspace's own build; `demo`, `test` and `bench` do that after setup.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use crate::cmd::{self, Cmd};
+
+/// The bpf-linker release the loader's eBPF build is verified with.
+const BPF_LINKER_VERSION: &str = "0.13.0";
+/// An oha release that builds on rustc 1.95 (`cargo install oha@1.16.0 --locked`).
+const OHA_VERSION: &str = "1.16.0";
+/// The offline copy of the rust-src component, beside the repository (../shared/toolchain).
+const RUST_SRC_RELEASE: &str = "1.95.0";
+const RUST_SRC_SHA256: &str = "67b09138c8db96afc4bbfc69ea771ac9a091fd777698acb43f6dfd9fb7dea363";
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// What to install beyond the build and test needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extras {
+    /// rust-src, bpf-linker, tracefs, nginx and wrk.
+    None,
+    /// Also oha (and python3), for `bench/run.sh`.
+    Bench,
+}
+
+/// Installs every missing piece; errors on a piece the build or tests cannot do without.
+pub fn run(extras: Extras) -> Result<()> {
+    let root = cmd::is_root();
+    let sysroot = PathBuf::from(
+        Cmd::new("rustc")
+            .args(["--print", "sysroot"])
+            .probe()
+            .context("`rustc --print sysroot` failed")?,
+    );
+    rust_src(&sysroot)?;
+    bpf_linker(&sysroot)?;
+    tracefs(root);
+    let mut packages = vec![("nginx", "nginx-light"), ("wrk", "wrk")];
+    if extras == Extras::Bench {
+        packages.push(("python3", "python3"));
+    }
+    apt_packages(root, &packages)?;
+    if extras == Extras::Bench {
+        oha();
+    }
+    Ok(())
+}
+
+/// (a) rust-src, needed to build `core` for the bpf target (`-Z build-std=core`).
+fn rust_src(sysroot: &Path) -> Result<()> {
+    let marker = sysroot.join("lib/rustlib/src/rust/library/core/src/lib.rs");
+    if marker.is_file() {
+        println!(
+            "ok: rust-src ({})",
+            sysroot.join("lib/rustlib/src/rust").display()
+        );
+        return Ok(());
+    }
+    println!("installing: rust-src (rustup component add rust-src)");
+    let from_rustup = match cmd::which("rustup") {
+        Some(_) => Cmd::new("rustup")
+            .args(["component", "add", "rust-src"])
+            .run(),
+        None => Err(anyhow::anyhow!("rustup is not on PATH")),
+    };
+    if let Err(err) = from_rustup {
+        println!("installing: rust-src from the offline copy ({err:#})");
+        rust_src_offline(sysroot)?;
+    }
+    if !marker.is_file() {
+        bail!(
+            "rust-src still missing after install: {} does not exist",
+            marker.display()
+        );
+    }
+    Ok(())
+}
+
+/// The fallback: ../shared/toolchain/rust-src-1.95.0.tar.xz, checked, unpacked, installed.
+fn rust_src_offline(sysroot: &Path) -> Result<()> {
+    let release = rustc_field("release")?;
+    if release != RUST_SRC_RELEASE {
+        bail!("the offline rust-src is for rustc {RUST_SRC_RELEASE}, this rustc is {release}");
+    }
+    let shared = cmd::workspace_root()
+        .parent()
+        .map(|p| p.join("shared/toolchain"));
+    let tarball = shared
+        .map(|dir| dir.join(format!("rust-src-{RUST_SRC_RELEASE}.tar.xz")))
+        .filter(|path| path.is_file())
+        .context("no offline rust-src: ../shared/toolchain/rust-src-1.95.0.tar.xz not found")?;
+    let sum = Cmd::new("sha256sum")
+        .args([&tarball])
+        .probe()
+        .context("sha256sum failed")?;
+    if sum.split_whitespace().next() != Some(RUST_SRC_SHA256) {
+        bail!(
+            "{}: sha256 mismatch (expected {RUST_SRC_SHA256}, got {sum})",
+            tarball.display()
+        );
+    }
+    let unpack = std::env::temp_dir().join(format!("xtask-rust-src-{}", std::process::id()));
+    std::fs::create_dir_all(&unpack)
+        .with_context(|| format!("cannot create {}", unpack.display()))?;
+    let installed = Cmd::new("tar")
+        .args([
+            "-xJf".as_ref(),
+            tarball.as_os_str(),
+            "-C".as_ref(),
+            unpack.as_os_str(),
+        ])
+        .run()
+        .and_then(|()| {
+            let install_sh = unpack.join(format!("rust-src-{RUST_SRC_RELEASE}/install.sh"));
+            Cmd::new("sh")
+                .args([
+                    install_sh.into_os_string(),
+                    format!("--prefix={}", sysroot.display()).into(),
+                ])
+                .run()
+        });
+    let _ = std::fs::remove_dir_all(&unpack);
+    installed
+}
+
+/// (b) bpf-linker, built against rustc's own LLVM. It counts as present only if it runs:
+/// its rpath points into the toolchain, so a toolchain update breaks it.
+fn bpf_linker(sysroot: &Path) -> Result<()> {
+    if let Some(version) = Cmd::new("bpf-linker").args(["--version"]).probe() {
+        println!("ok: {version}");
+        return Ok(());
+    }
+    let major = rustc_field("LLVM version")?
+        .split('.')
+        .next()
+        .map(str::to_owned)
+        .context("cannot read the LLVM major from `rustc -vV`")?;
+    let lib = sysroot.join("lib");
+    let dylib = llvm_dylib(&lib, &major)?;
+    println!("installing: bpf-linker {BPF_LINKER_VERSION} against rustc's LLVM {major} ({dylib})");
+    let rustflags = format!(
+        "-L native={lib} -l dylib={dylib} -C link-arg=-Wl,-rpath,{lib}",
+        lib = lib.display()
+    );
+    cmd::cargo()
+        .env("RUSTFLAGS", rustflags)
+        .args([
+            "install",
+            &format!("bpf-linker@{BPF_LINKER_VERSION}"),
+            "--locked",
+            "--force",
+        ])
+        .args([
+            "--no-default-features",
+            "--features",
+            &format!("llvm-{major},no-llvm-linking"),
+        ])
+        .run()?;
+    if Cmd::new("bpf-linker").args(["--version"]).probe().is_none() {
+        bail!(
+            "bpf-linker was installed but `bpf-linker --version` does not run: is ~/.cargo/bin on PATH?"
+        );
+    }
+    Ok(())
+}
+
+/// The name to pass to `-l dylib=`: `libLLVM-22-rust-1.95.0-stable.so` → `LLVM-22-rust-1.95.0-stable`.
+fn llvm_dylib(lib: &Path, major: &str) -> Result<String> {
+    let entries =
+        std::fs::read_dir(lib).with_context(|| format!("cannot list {}", lib.display()))?;
+    let mut names: Vec<String> = entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter_map(|name| Some(name.strip_prefix("lib")?.strip_suffix(".so")?.to_owned()))
+        .filter(|name| name.starts_with("LLVM-"))
+        .collect();
+    names.sort();
+    let wanted = format!("LLVM-{major}");
+    names
+        .iter()
+        .find(|name| name.starts_with(&wanted))
+        .or(names.first())
+        .cloned()
+        .with_context(|| format!("no libLLVM-*.so in {}", lib.display()))
+}
+
+/// One `Name: value` field of `rustc -vV`.
+fn rustc_field(field: &str) -> Result<String> {
+    let info = Cmd::new("rustc")
+        .args(["-vV"])
+        .probe()
+        .context("`rustc -vV` failed")?;
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .map(|value| value.trim().to_owned())
+        .with_context(|| format!("`rustc -vV` has no `{field}` line"))
+}
+
+/// (c) tracefs at /sys/kernel/tracing, where the tracepoint probes attach. A failure here is
+/// a warning: the loader runs without probes and says so.
+fn tracefs(root: bool) {
+    let mounted = std::fs::read_to_string("/proc/mounts").is_ok_and(|mounts| {
+        mounts.lines().any(|line| {
+            let mut fields = line.split_whitespace().skip(1);
+            fields.next() == Some(TRACEFS) && fields.next() == Some("tracefs")
+        })
+    });
+    if mounted {
+        println!("ok: tracefs mounted at {TRACEFS}");
+    } else if !root {
+        println!("skip: tracefs is not mounted at {TRACEFS} and mounting it needs root");
+    } else {
+        println!("installing: tracefs at {TRACEFS}");
+        if let Err(err) = Cmd::new("mount")
+            .args(["-t", "tracefs", "tracefs", TRACEFS])
+            .run()
+        {
+            println!("warn: {err:#}; the probes will not attach");
+        }
+    }
+}
+
+/// (d) Debian packages, as (binary that proves it, package that provides it).
+fn apt_packages(root: bool, wanted: &[(&str, &str)]) -> Result<()> {
+    let (present, missing): (Vec<_>, Vec<_>) = wanted
+        .iter()
+        .partition(|(binary, _)| cmd::which(binary).is_some());
+    if !present.is_empty() {
+        let names: Vec<&str> = present.iter().map(|(binary, _)| *binary).collect();
+        println!("ok: {}", names.join(", "));
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let packages: Vec<&str> = missing.iter().map(|(_, package)| *package).collect();
+    if !root {
+        println!(
+            "skip: apt-get install {} — not root; the tests and bench that need them will say so",
+            packages.join(" ")
+        );
+        return Ok(());
+    }
+    println!("installing: {} (apt-get)", packages.join(" "));
+    Cmd::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["update", "-q"])
+        .run()?;
+    Cmd::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-q", "-y", "--no-install-recommends"])
+        .args(&packages)
+        .run()?;
+    let still: Vec<&str> = missing
+        .iter()
+        .map(|(binary, _)| *binary)
+        .filter(|binary| cmd::which(binary).is_none())
+        .collect();
+    if !still.is_empty() {
+        bail!(
+            "apt-get finished but {} is still not on PATH",
+            still.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// oha, for the bench only. A failure is a warning: bench/run.sh skips a missing tool.
+fn oha() {
+    if let Some(version) = Cmd::new("oha").args(["--version"]).probe() {
+        println!("ok: {version}");
+        return;
+    }
+    println!("installing: oha {OHA_VERSION} (cargo install, a few minutes)");
+    let installed = cmd::cargo()
+        .args(["install", &format!("oha@{OHA_VERSION}"), "--locked"])
+        .run();
+    if let Err(err) = installed {
+        println!("warn: {err:#}; the bench will skip oha");
+    }
+}
