@@ -71,6 +71,11 @@ pub struct RunArgs {
     /// Request body (sent with Content-Length).
     #[arg(long)]
     pub body: Option<String>,
+    /// How long a busy shard may gather sends and completions before waking (default: 0
+    /// below 2000 req/s per shard, 50us above). Sends may leave and completions may be read
+    /// up to this late; `0` makes every wake-up exact at any rate, at a CPU cost.
+    #[arg(long)]
+    pub wake_window: Option<String>,
     /// Do not load the eBPF probes.
     #[arg(long)]
     pub no_probes: bool,

@@ -157,7 +157,7 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
             stop: Arc::clone(stop),
             live,
             seconds,
-            wake_window: engine::wake_window(peak_rate / plan.threads as f64),
+            wake_window: plan.wake_window.unwrap_or_else(|| engine::wake_window(peak_rate / plan.threads as f64)),
         };
         let handle = thread::Builder::new()
             .name(format!("loader-shard-{shard}"))

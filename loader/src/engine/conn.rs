@@ -1,16 +1,29 @@
 //! One keep-alive connection of a shard: its socket, its receive buffer, the request in
 //! flight on it, and where it is in its life (connecting, idle, busy, closing).
 //!
-//! Only the shard loop touches a `Conn`; buffers stay put while the kernel may write into
-//! them (a `Conn` is never moved or dropped with operations outstanding — see `ops`).
+//! Only the shard loop touches a `Conn`. Received bytes arrive in the shard's provided
+//! buffers (`bufring.rs`) and are parsed where they land; a connection keeps bytes of its own
+//! only when a response head is split across chunks.
 
-use super::http1::ResponseParser;
+use super::http1::{Progress, ProtocolError, ResponseParser};
 
-/// Initial receive buffer; it grows (up to [`MAX_BUF`]) only for response heads that do
-/// not fit. Body bytes are consumed as they arrive, never kept.
-pub const INITIAL_BUF: usize = 16 * 1024;
-/// Largest receive buffer (a response head larger than this is a protocol error).
+/// Largest unparsed tail a connection keeps (a response head larger than this is a
+/// protocol error).
 pub const MAX_BUF: usize = 1024 * 1024;
+
+/// What one received chunk did to the response in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chunk {
+    /// The response is not complete yet.
+    More,
+    /// The response is complete.
+    Done {
+        /// HTTP status.
+        status: u16,
+        /// The server asked to close, or sent bytes beyond the response: do not reuse.
+        close: bool,
+    },
+}
 
 /// Where a connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +66,7 @@ pub struct Conn {
     pub state: State,
     /// io_uring operations submitted and not yet completed on this connection.
     pub ops: u32,
-    /// Receive buffer; `filled` bytes at its front are unparsed response bytes.
+    /// Unparsed response bytes carried over from earlier chunks (`filled` of them).
     pub buf: Vec<u8>,
     /// Bytes at the front of `buf` not yet consumed by the parser.
     pub filled: usize,
@@ -61,6 +74,8 @@ pub struct Conn {
     pub parser: ResponseParser,
     /// The request in flight, if any (also set while connecting for it).
     pub inflight: Option<InFlight>,
+    /// A multishot receive is armed on the socket.
+    pub recv_armed: bool,
     /// Responses completed on the current socket (0 = fresh connection).
     pub served: u64,
     /// When the current connect was submitted (ns since run start).
@@ -77,8 +92,9 @@ impl Conn {
             generation: 0,
             state: State::Closed,
             ops: 0,
-            buf: vec![0; INITIAL_BUF],
+            buf: Vec::new(),
             filled: 0,
+            recv_armed: false,
             parser: ResponseParser::new(head),
             inflight: None,
             served: 0,
@@ -87,27 +103,70 @@ impl Conn {
         }
     }
 
-    /// Drop the first `n` buffered bytes (consumed by the parser).
-    pub fn consume(&mut self, n: usize) {
-        if n >= self.filled {
-            self.filled = 0;
-        } else {
-            self.buf.copy_within(n..self.filled, 0);
-            self.filled -= n;
+    /// Feed one received chunk to the response parser, keeping what it cannot consume yet.
+    pub fn take_chunk(&mut self, data: &[u8]) -> Result<Chunk, ProtocolError> {
+        if self.filled == 0 {
+            // The common case: parse in place, copy nothing unless a head is cut short.
+            let (n, progress) = self.parser.feed(data)?;
+            return match progress {
+                Progress::Done { status, close } => Ok(Chunk::Done { status, close: close || n < data.len() }),
+                Progress::More => {
+                    self.keep(&data[n..])?;
+                    Ok(Chunk::More)
+                }
+            };
+        }
+        self.keep(data)?;
+        let (n, progress) = self.parser.feed(&self.buf[..self.filled])?;
+        self.buf.copy_within(n..self.filled, 0);
+        self.filled -= n;
+        match progress {
+            Progress::Done { status, close } => Ok(Chunk::Done { status, close: close || self.filled > 0 }),
+            Progress::More => Ok(Chunk::More),
         }
     }
 
-    /// Room to receive into; grows the buffer when it is full. `None` when a head would
-    /// exceed [`MAX_BUF`].
-    pub fn recv_space(&mut self) -> Option<(*mut u8, u32)> {
-        if self.filled == self.buf.len() {
-            if self.buf.len() >= MAX_BUF {
-                return None;
-            }
-            self.buf.resize(self.buf.len() * 2, 0);
+    /// Append `data` to the carried-over bytes.
+    fn keep(&mut self, data: &[u8]) -> Result<(), ProtocolError> {
+        let need = self.filled + data.len();
+        if need > MAX_BUF {
+            return Err(ProtocolError(format!("response head larger than {MAX_BUF} bytes")));
         }
-        let free = self.buf.len() - self.filled;
-        // SAFETY: `filled < buf.len()`, so the pointer stays inside the allocation.
-        Some((unsafe { self.buf.as_mut_ptr().add(self.filled) }, free as u32))
+        if need > self.buf.len() {
+            self.buf.resize(need.next_power_of_two(), 0);
+        }
+        self.buf[self.filled..need].copy_from_slice(data);
+        self.filled = need;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_of_any_size_frame_one_response_and_keep_only_split_heads() {
+        let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n";
+        for step in 1..=wire.len() {
+            let mut conn = Conn::new(false);
+            let mut last = Chunk::More;
+            for piece in wire.chunks(step) {
+                last = conn.take_chunk(piece).unwrap();
+            }
+            assert_eq!(last, Chunk::Done { status: 200, close: false }, "step {step}");
+            assert_eq!(conn.filled, 0, "step {step}");
+        }
+        // Whole response in one chunk: nothing is copied.
+        let mut conn = Conn::new(false);
+        assert_eq!(conn.take_chunk(wire).unwrap(), Chunk::Done { status: 200, close: false });
+        assert!(conn.buf.is_empty());
+    }
+
+    #[test]
+    fn bytes_beyond_the_response_mean_close() {
+        let mut conn = Conn::new(false);
+        let got = conn.take_chunk(b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200").unwrap();
+        assert_eq!(got, Chunk::Done { status: 204, close: true });
     }
 }

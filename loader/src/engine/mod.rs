@@ -14,6 +14,7 @@
 //!
 //! This module does not judge or print anything; it measures.
 
+mod bufring;
 mod conn;
 pub mod http1;
 mod shard;

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use io_uring::{IoUring, opcode, squeue, types};
+use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
-use super::conn::{Conn, InFlight, State};
+use super::bufring::BufRing;
+use super::conn::{Chunk, Conn, InFlight, State};
 use super::http1::Progress;
 use super::{Clock, EngineError, Live, ShardConfig, ShardResult};
 use crate::record::{ErrorClass, ShardRecord};
@@ -27,6 +28,10 @@ const OP_RECV: u64 = 3;
 const MAX_WAIT_NS: u64 = 50_000_000;
 /// How often in-flight requests are checked against the client timeout.
 const EXPIRE_EVERY_NS: u64 = 10_000_000;
+/// Size of each provided receive buffer.
+const RECV_BUF: usize = 16 * 1024;
+/// Buffer group id of the shard's provided buffers.
+const RECV_GROUP: u16 = 0;
 
 #[inline]
 fn user_data(conn: usize, generation: u32, op: u64) -> u64 {
@@ -36,9 +41,10 @@ fn user_data(conn: usize, generation: u32, op: u64) -> u64 {
 /// A shard: its ring, connections, schedule share and record.
 ///
 /// Field order matters: `ring` is dropped first, so no operation can outlive the
-/// connection buffers it points into.
+/// buffers it points into (`bufs`, the request, the sockaddr).
 pub struct Shard {
     ring: IoUring,
+    bufs: BufRing,
     conns: Vec<Conn>,
     /// Connected connections with nothing in flight.
     idle: Vec<usize>,
@@ -63,7 +69,7 @@ pub struct Shard {
     errors: u64,
     /// Last time the head of the schedule found no connection (ns since start).
     last_exhausted_ns: Option<u64>,
-    cqes: Vec<(u64, i32)>,
+    cqes: Vec<(u64, i32, u32)>,
     /// Batching window (0 = exact wake-ups); see `engine::wake_window`.
     wake_window_ns: u64,
     /// The kernel can hold completions for a minimum wait (`IORING_FEAT_MIN_TIMEOUT`).
@@ -128,10 +134,13 @@ impl Shard {
     pub fn new(cfg: ShardConfig) -> Result<Shard, EngineError> {
         let entries = (cfg.connections as u32 * 2 + 16).next_power_of_two().clamp(64, 32768);
         let ring = new_ring(entries)?;
+        let buffers = (cfg.connections as u32).next_power_of_two().clamp(64, 1024) as u16;
+        let bufs = BufRing::new(&ring.submitter(), buffers, RECV_BUF, RECV_GROUP).map_err(EngineError::Ring)?;
         let (storage, sockaddr_len, family) = sockaddr_of(cfg.addr);
         let conns: Vec<Conn> = (0..cfg.connections).map(|_| Conn::new(cfg.head)).collect();
         Ok(Shard {
             ring,
+            bufs,
             closed: (0..conns.len()).rev().collect(),
             idle: Vec::with_capacity(conns.len()),
             conns,
@@ -191,9 +200,10 @@ impl Shard {
         }
         self.shut_down()?;
         self.publish();
-        let Shard { ring, conns, record, .. } = self;
+        let Shard { ring, bufs, conns, record, .. } = self;
         drop(ring);
         drop(conns);
+        drop(bufs);
         Ok(ShardResult { record, stopped_early })
     }
 
@@ -341,44 +351,59 @@ impl Shard {
             .build()
             .user_data(user_data(c, generation, OP_SEND));
         self.push(entry);
-        self.post_recv(c);
     }
 
-    fn post_recv(&mut self, c: usize) {
+    /// Arm the connection's multishot receive (once per socket, again only if the kernel
+    /// ended it, e.g. when it ran out of provided buffers).
+    fn arm_recv(&mut self, c: usize) {
         let conn = &mut self.conns[c];
-        let Some((ptr, len)) = conn.recv_space() else {
-            self.fail_request(c, ErrorClass::Protocol, self.clock.now_ns());
+        if conn.recv_armed || !matches!(conn.state, State::Idle | State::Busy) {
             return;
-        };
+        }
+        conn.recv_armed = true;
         conn.ops += 1;
-        let entry =
-            opcode::Recv::new(types::Fd(conn.fd), ptr, len).build().user_data(user_data(c, conn.generation, OP_RECV));
+        let entry = opcode::RecvMulti::new(types::Fd(conn.fd), self.bufs.group)
+            .build()
+            .user_data(user_data(c, conn.generation, OP_RECV));
         self.push(entry);
     }
 
     /// Take every completion and act on it.
     fn reap(&mut self) {
         let mut cqes = std::mem::take(&mut self.cqes);
-        cqes.extend(self.ring.completion().map(|e| (e.user_data(), e.result())));
-        for &(ud, res) in &cqes {
-            self.complete(ud, res);
+        cqes.extend(self.ring.completion().map(|e| (e.user_data(), e.result(), e.flags())));
+        for &(ud, res, flags) in &cqes {
+            self.complete(ud, res, flags);
         }
         cqes.clear();
         self.cqes = cqes;
     }
 
-    fn complete(&mut self, ud: u64, res: i32) {
+    fn complete(&mut self, ud: u64, res: i32, flags: u32) {
         let c = (ud >> 32) as usize;
         let op = ud & 0xff;
         let conn = &mut self.conns[c];
-        conn.ops -= 1;
         debug_assert_eq!(((ud >> 8) & 0x00ff_ffff) as u32, conn.generation & 0x00ff_ffff);
-        if conn.state != State::Closing {
-            match op {
-                OP_CONNECT => self.on_connected(c, res),
-                OP_SEND => self.on_sent(c, res),
-                _ => self.on_received(c, res),
+        let ended = op != OP_RECV || !cqueue::more(flags);
+        if ended {
+            conn.ops -= 1;
+            if op == OP_RECV {
+                conn.recv_armed = false;
             }
+        }
+        let closing = conn.state == State::Closing;
+        match op {
+            _ if closing => {}
+            OP_CONNECT => self.on_connected(c, res),
+            OP_SEND => self.on_sent(c, res),
+            _ => self.on_received(c, res, cqueue::buffer_select(flags)),
+        }
+        if let Some(bid) = cqueue::buffer_select(flags) {
+            self.bufs.recycle(bid);
+        }
+        if op == OP_RECV && ended {
+            // The kernel ended the multishot receive (out of buffers): arm it again.
+            self.arm_recv(c);
         }
         self.settle(c);
     }
@@ -397,6 +422,8 @@ impl Shard {
         }
         self.record.connections_opened += 1;
         self.open += 1;
+        self.conns[c].state = State::Idle;
+        self.arm_recv(c);
         match self.conns[c].inflight.take() {
             Some(f) => self.send_request(c, f, false),
             None => {
@@ -427,56 +454,67 @@ impl Shard {
         }
     }
 
-    fn on_received(&mut self, c: usize, res: i32) {
+    fn on_received(&mut self, c: usize, res: i32, bid: Option<u16>) {
         let now = self.clock.now_ns();
+        if res == -libc::ENOBUFS {
+            return; // re-armed by `complete`
+        }
         if self.conns[c].inflight.is_none() {
+            // Nothing asked: the server closed an idle keep-alive connection (EOF), or sent
+            // bytes nobody requested. Either way the socket is done.
+            self.begin_close(c);
             return;
         }
         if res < 0 {
             self.fail_request(c, class_of_errno(-res), now);
             return;
         }
-        let conn = &mut self.conns[c];
         if res == 0 {
-            if let Some(Progress::Done { status, .. }) = conn.parser.on_eof() {
-                self.finish_answered(c, status, now);
-                self.begin_close(c);
-            } else if conn.parser.at_start() && conn.filled == 0 && conn.served > 0 {
-                // A reused keep-alive connection the server had closed: nothing of the
-                // response arrived, so send the request again on a fresh connection, once.
-                let mut f = conn.inflight.take().expect("checked above");
-                if f.retried {
-                    self.finish_failed(f, now, ErrorClass::Reset);
-                    self.begin_close(c);
-                } else {
-                    f.retried = true;
-                    f.written = 0;
-                    self.record.retried_on_stale_connection += 1;
-                    self.conns[c].retry = Some(f);
-                    self.begin_close(c);
-                }
-            } else {
-                self.fail_request(c, ErrorClass::Reset, now);
-            }
+            self.on_eof(c, now);
             return;
         }
-        conn.filled += res as usize;
-        match conn.parser.feed(&conn.buf[..conn.filled]) {
+        let Some(bid) = bid else {
+            self.fail_request(c, ErrorClass::Protocol, now);
+            return;
+        };
+        let chunk = {
+            let data = self.bufs.get(bid, res as usize);
+            self.conns[c].take_chunk(data)
+        };
+        match chunk {
             Err(_) => self.fail_request(c, ErrorClass::Protocol, now),
-            Ok((n, Progress::More)) => {
-                conn.consume(n);
-                self.post_recv(c);
-            }
-            Ok((n, Progress::Done { status, close })) => {
-                conn.consume(n);
-                // Bytes beyond the response: the server is out of step with us.
-                let out_of_step = conn.filled > 0;
-                conn.parser.reset();
+            Ok(Chunk::More) => {}
+            Ok(Chunk::Done { status, close }) => {
+                self.conns[c].parser.reset();
                 self.finish_answered(c, status, now);
-                if close || out_of_step {
+                if close {
                     self.begin_close(c);
                 }
             }
+        }
+    }
+
+    /// The server closed the connection while a request was in flight on it.
+    fn on_eof(&mut self, c: usize, now: u64) {
+        let conn = &mut self.conns[c];
+        if let Some(Progress::Done { status, .. }) = conn.parser.on_eof() {
+            self.finish_answered(c, status, now);
+            self.begin_close(c);
+        } else if conn.parser.at_start() && conn.filled == 0 && conn.served > 0 {
+            // A reused keep-alive connection the server had closed: nothing of the response
+            // arrived, so send the request again on a fresh connection, once.
+            let mut f = conn.inflight.take().expect("caller checked");
+            if f.retried {
+                self.finish_failed(f, now, ErrorClass::Reset);
+            } else {
+                f.retried = true;
+                f.written = 0;
+                self.record.retried_on_stale_connection += 1;
+                self.conns[c].retry = Some(f);
+            }
+            self.begin_close(c);
+        } else {
+            self.fail_request(c, ErrorClass::Reset, now);
         }
     }
 
@@ -548,7 +586,7 @@ impl Shard {
                     None => self.closed.push(c),
                 }
             }
-            State::Busy if conn.inflight.is_none() && conn.ops == 0 => {
+            State::Busy if conn.inflight.is_none() && conn.ops == u32::from(conn.recv_armed) => {
                 conn.state = State::Idle;
                 self.idle.push(c);
             }

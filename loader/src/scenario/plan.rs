@@ -84,6 +84,8 @@ pub struct Plan {
     pub threads: usize,
     /// Client timeout per request.
     pub timeout: Duration,
+    /// Wake-up window override.
+    pub wake_window: Option<Duration>,
     /// Load the eBPF probes.
     pub probes: bool,
     /// Output directory.
@@ -109,6 +111,7 @@ impl Plan {
             connections: spec.connections,
             threads,
             timeout: spec.timeout,
+            wake_window: spec.wake_window,
             probes: spec.probes,
             out: spec.out.clone(),
             plain: spec.plain,

@@ -62,6 +62,8 @@ pub struct Spec {
     pub threads: Option<usize>,
     /// Client timeout per request.
     pub timeout: Duration,
+    /// Wake-up window override (`None`: the engine's default for the rate).
+    pub wake_window: Option<Duration>,
     /// Load the eBPF probes.
     pub probes: bool,
     /// Output directory.
@@ -208,6 +210,7 @@ impl Spec {
             connections,
             threads: args.threads,
             timeout,
+            wake_window: args.wake_window.as_deref().map(|d| parse_duration("--wake-window", d)).transpose()?,
             probes: !args.no_probes,
             out: args.out.clone(),
             plain: args.plain,
