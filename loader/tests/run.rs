@@ -49,6 +49,8 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
     assert_eq!(u(&main["requests"]), 6000, "2000/s for 3 s");
     assert_eq!(u(&main["sent"]), 6000, "every planned request is sent");
     assert_eq!(u(&main["ok"]), 6000);
+    let errors: u64 = main["errors"].as_object().unwrap().values().map(u).sum();
+    assert_eq!(errors, 0, "{main}");
     let sent_rps = f(&main["sent_rps"]);
     assert!((sent_rps - 2000.0).abs() <= 20.0, "sent/s {sent_rps} not within 1% of 2000");
     // Keep-alive: the pool was opened once and reused.
@@ -138,6 +140,8 @@ fn refused_connections_are_connect_errors() {
     let s = summary.expect("summary.json written");
     let main = phase(&s, "main");
     assert_eq!(u(&main["errors"]["connect"]), 50);
+    // Nothing is skipped: planned = sent + dropped + never connected.
+    assert_eq!(u(&main["requests"]), u(&main["sent"]) + u(&main["errors"]["dropped"]) + 50);
     assert_eq!(u(&main["latency_ms"]["count"]), 0, "connect errors have no latency to record");
 }
 
@@ -212,4 +216,32 @@ fn run_loads_the_state_probe_and_it_agrees_with_the_engine() {
     assert_eq!(u(&states["ESTABLISHED->FIN_WAIT1"]), opened, "{states}");
     assert!(states.get("LISTEN->SYN_RECV").is_none(), "the target's sockets are not the loader's");
     assert_eq!(u(&probes["lost"]), 0);
+}
+
+#[test]
+fn ipv6_loopback_targets_work() {
+    let port = std::net::TcpListener::bind("[::1]:0").map(|l| l.local_addr().unwrap().port());
+    let Ok(port) = port else {
+        eprintln!("skipped: this host has no ::1");
+        return;
+    };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
+        .args(["target", "--listen", &format!("[::1]:{port}")])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    while std::net::TcpStream::connect(("::1", port)).is_err() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = out_dir("ipv6");
+    let (output, summary) = loader_run(
+        &["--url", &format!("http://[::1]:{port}/"), "--rate", "100", "--duration", "1s", "--no-probes"],
+        &out,
+        Duration::from_secs(20),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(u(&phase(&summary.expect("summary.json written"), "main")["ok"]), 100);
 }
