@@ -76,6 +76,9 @@ pub struct RunArgs {
     /// up to this late; `0` makes every wake-up exact at any rate, at a CPU cost.
     #[arg(long)]
     pub wake_window: Option<String>,
+    /// Close each connection after its response (from the loader's side) instead of reusing it.
+    #[arg(long)]
+    pub no_keepalive: bool,
     /// Do not load the eBPF probes.
     #[arg(long)]
     pub no_probes: bool,

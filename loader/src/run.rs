@@ -137,7 +137,11 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
     let windows: Vec<_> = plan.phases.iter().map(|p| p.window()).collect();
     let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
     let clock = Clock::new(Instant::now() + POOL_OPEN_GRACE);
-    let request: Arc<[u8]> = plan.request.clone().into();
+    let requests = Arc::new(engine::RequestTable {
+        bytes: plan.requests.iter().map(|r| r.bytes.clone().into_boxed_slice()).collect(),
+        head: plan.requests.iter().map(|r| r.head).collect(),
+        mix: plan.mix(),
+    });
     let peak_rate = plan.phases.iter().map(|p| p.rate).fold(0.0, f64::max);
     let mut lives = Vec::new();
     let mut handles = Vec::new();
@@ -147,8 +151,8 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
         let cfg = ShardConfig {
             shard,
             addr: plan.target.addr,
-            request: Arc::clone(&request),
-            head: plan.head,
+            requests: Arc::clone(&requests),
+            keepalive: plan.keepalive,
             connections: plan.connections_of(shard),
             timeout: plan.timeout,
             schedule: ShardSchedule::new(windows.clone(), shard, plan.threads),

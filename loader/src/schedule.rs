@@ -41,6 +41,8 @@ pub struct Due {
     pub intended_ns: u64,
     /// Index of the phase (window) it belongs to.
     pub phase: usize,
+    /// Its index within the phase across all shards (`i` in `start + i / rate`).
+    pub index: u64,
 }
 
 /// One shard's share of the schedule, walked in order.
@@ -83,7 +85,7 @@ impl ShardSchedule {
     #[inline]
     pub fn peek(&self) -> Option<Due> {
         let w = self.windows.get(self.phase)?;
-        Some(Due { intended_ns: w.intended_ns(self.index), phase: self.phase })
+        Some(Due { intended_ns: w.intended_ns(self.index), phase: self.phase, index: self.index })
     }
 
     /// Move past the request `peek` returned.
@@ -133,7 +135,7 @@ mod tests {
         let windows = vec![win(0.0, 1.0, 1000.0), win(1.0, 2.5, 333.0)];
         let whole = drain(ShardSchedule::new(windows.clone(), 0, 1));
         let mut merged: Vec<Due> = (0..3).flat_map(|k| drain(ShardSchedule::new(windows.clone(), k, 3))).collect();
-        merged.sort_by_key(|d| (d.intended_ns, d.phase));
+        merged.sort_by_key(|d| (d.intended_ns, d.phase, d.index));
         assert_eq!(merged, whole);
         for k in 0..3 {
             let s = ShardSchedule::new(windows.clone(), k, 3);

@@ -245,3 +245,42 @@ fn ipv6_loopback_targets_work() {
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(u(&phase(&summary.expect("summary.json written"), "main")["ok"]), 100);
 }
+
+#[test]
+fn no_keepalive_opens_one_connection_per_request_and_closes_from_our_side() {
+    let target = Target::start(&[]);
+    let out = out_dir("no-keepalive");
+    let probes: &[&str] = if common::is_root() { &[] } else { &["--no-probes"] };
+    let url = target.url();
+    let mut args = vec!["--url", &url, "--rate", "200", "--duration", "1s", "--connections", "8", "--no-keepalive"];
+    args.extend_from_slice(probes);
+    let (output, summary) = loader_run(&args, &out, Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let s = summary.expect("summary.json written");
+    assert_eq!(u(&phase(&s, "main")["ok"]), 200);
+    let opened = u(&s["run"]["connections_opened"]);
+    // One per request, plus the initial pool that the first requests use.
+    assert!((200..=208).contains(&opened), "opened {opened}");
+    if common::is_root() {
+        // Active close by the loader: its sockets go FIN_WAIT1 → FIN_WAIT2 → (TIME_WAIT) CLOSE.
+        let states = &s["probes"]["tcp_states"];
+        let active_closes = u(&states["FIN_WAIT2->CLOSE"]) + states.get("CLOSING->CLOSE").map_or(0, u);
+        assert!(active_closes >= 195, "{states}");
+    }
+}
+
+#[test]
+fn head_responses_have_no_body() {
+    // HEAD responses carry Content-Length but no body: they must be framed right end to end.
+    let target = Target::start(&[]);
+    let out = out_dir("head");
+    let (output, summary) = loader_run(
+        &["--url", &target.url(), "--method", "HEAD", "--rate", "100", "--duration", "1s", "--no-probes"],
+        &out,
+        Duration::from_secs(20),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let main = phase(summary.as_ref().expect("summary.json written"), "main");
+    assert_eq!(u(&main["ok"]), 100, "{main}");
+    assert_eq!(u(&main["errors"]["timeout"]), 0, "a HEAD response must not wait for a body");
+}

@@ -45,6 +45,8 @@ pub enum State {
 pub struct InFlight {
     /// Phase the request belongs to.
     pub phase: usize,
+    /// Which request of the table it is.
+    pub request: u16,
     /// When it should have been sent (ns since run start).
     pub intended_ns: u64,
     /// When it was handed to the kernel (ns since run start).
@@ -85,8 +87,8 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A closed connection whose responses answer a HEAD request or not.
-    pub fn new(head: bool) -> Self {
+    /// A closed connection.
+    pub fn new() -> Self {
         Conn {
             fd: -1,
             generation: 0,
@@ -95,7 +97,7 @@ impl Conn {
             buf: Vec::new(),
             filled: 0,
             recv_armed: false,
-            parser: ResponseParser::new(head),
+            parser: ResponseParser::new(false),
             inflight: None,
             served: 0,
             connect_started_ns: 0,
@@ -149,7 +151,7 @@ mod tests {
     fn chunks_of_any_size_frame_one_response_and_keep_only_split_heads() {
         let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n";
         for step in 1..=wire.len() {
-            let mut conn = Conn::new(false);
+            let mut conn = Conn::new();
             let mut last = Chunk::More;
             for piece in wire.chunks(step) {
                 last = conn.take_chunk(piece).unwrap();
@@ -158,14 +160,14 @@ mod tests {
             assert_eq!(conn.filled, 0, "step {step}");
         }
         // Whole response in one chunk: nothing is copied.
-        let mut conn = Conn::new(false);
+        let mut conn = Conn::new();
         assert_eq!(conn.take_chunk(wire).unwrap(), Chunk::Done { status: 200, close: false });
         assert!(conn.buf.is_empty());
     }
 
     #[test]
     fn bytes_beyond_the_response_mean_close() {
-        let mut conn = Conn::new(false);
+        let mut conn = Conn::new();
         let got = conn.take_chunk(b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200").unwrap();
         assert_eq!(got, Chunk::Done { status: 204, close: true });
     }

@@ -63,6 +63,11 @@ impl ResponseParser {
         ResponseParser { head_request, state: State::Head, status: 0, close: false }
     }
 
+    /// The next response answers a HEAD request (no body) or not.
+    pub fn expect_head(&mut self, head_request: bool) {
+        self.head_request = head_request;
+    }
+
     /// Ready for the next response on the same connection.
     pub fn reset(&mut self) {
         self.state = State::Head;

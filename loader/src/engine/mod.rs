@@ -86,10 +86,10 @@ pub struct ShardConfig {
     pub shard: usize,
     /// Where connections go.
     pub addr: SocketAddr,
-    /// The request, pre-encoded.
-    pub request: Arc<[u8]>,
-    /// The request is HEAD.
-    pub head: bool,
+    /// The requests, pre-encoded, and their mix.
+    pub requests: Arc<RequestTable>,
+    /// Reuse connections; `false` closes each after its response.
+    pub keepalive: bool,
     /// Connections of this shard.
     pub connections: usize,
     /// Client timeout.
@@ -126,6 +126,25 @@ const BATCH_WINDOW: Duration = Duration::from_micros(50);
 /// to 50 µs late. Below it — where wake-ups are cheap — timing is exact.
 pub fn wake_window(rate_per_shard: f64) -> Duration {
     if rate_per_shard >= BATCH_FROM_RATE { BATCH_WINDOW } else { Duration::ZERO }
+}
+
+/// The run's requests, encoded once, shared read-only by every shard.
+#[derive(Debug)]
+pub struct RequestTable {
+    /// Encoded bytes of each request.
+    pub bytes: Vec<Box<[u8]>>,
+    /// Whether each request is HEAD (its responses have no body).
+    pub head: Vec<bool>,
+    /// Request `i` of a phase is `mix[i % mix.len()]`.
+    pub mix: Vec<u16>,
+}
+
+impl RequestTable {
+    /// The request to send as index `i` of its phase.
+    #[inline]
+    pub fn pick(&self, i: u64) -> u16 {
+        self.mix[(i % self.mix.len() as u64) as usize]
+    }
 }
 
 /// How a shard ended.

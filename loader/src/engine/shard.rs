@@ -53,7 +53,8 @@ pub struct Shard {
     sockaddr: Box<libc::sockaddr_storage>,
     sockaddr_len: libc::socklen_t,
     family: i32,
-    request: Arc<[u8]>,
+    requests: Arc<super::RequestTable>,
+    keepalive: bool,
     timeout_ns: u64,
     schedule: ShardSchedule,
     clock: Clock,
@@ -137,7 +138,7 @@ impl Shard {
         let buffers = (cfg.connections as u32).next_power_of_two().clamp(64, 1024) as u16;
         let bufs = BufRing::new(&ring.submitter(), buffers, RECV_BUF, RECV_GROUP).map_err(EngineError::Ring)?;
         let (storage, sockaddr_len, family) = sockaddr_of(cfg.addr);
-        let conns: Vec<Conn> = (0..cfg.connections).map(|_| Conn::new(cfg.head)).collect();
+        let conns: Vec<Conn> = (0..cfg.connections).map(|_| Conn::new()).collect();
         Ok(Shard {
             ring,
             bufs,
@@ -147,7 +148,8 @@ impl Shard {
             sockaddr: Box::new(storage),
             sockaddr_len,
             family,
-            request: cfg.request,
+            requests: cfg.requests,
+            keepalive: cfg.keepalive,
             timeout_ns: cfg.timeout.as_nanos() as u64,
             record: ShardRecord::new(cfg.windows, cfg.seconds),
             schedule: cfg.schedule,
@@ -237,10 +239,12 @@ impl Shard {
             if let Some(c) = self.idle.pop() {
                 let waited = self.last_exhausted_ns.is_some_and(|t| t >= due.intended_ns);
                 self.in_flight += 1;
-                self.send_request(c, InFlight::new(due, now), waited);
+                let f = InFlight::new(due, self.requests.pick(due.index), now);
+                self.send_request(c, f, waited);
             } else if let Some(c) = self.closed.pop() {
                 self.in_flight += 1;
-                self.start_connect(c, Some(InFlight::new(due, now)), now);
+                let f = InFlight::new(due, self.requests.pick(due.index), now);
+                self.start_connect(c, Some(f), now);
             } else if now >= due.intended_ns + self.timeout_ns {
                 self.last_exhausted_ns = Some(now);
                 let deadline = due.intended_ns + self.timeout_ns;
@@ -343,11 +347,13 @@ impl Shard {
         let conn = &mut self.conns[c];
         conn.state = State::Busy;
         conn.inflight = Some(f);
+        conn.parser.expect_head(self.requests.head[f.request as usize]);
         conn.ops += 1;
         let (fd, generation) = (conn.fd, conn.generation);
         self.record.on_send(f.phase, f.intended_ns, now, waited, self.in_flight);
         self.sent += 1;
-        let entry = opcode::Send::new(types::Fd(fd), self.request.as_ptr(), self.request.len() as u32)
+        let bytes = &self.requests.bytes[f.request as usize];
+        let entry = opcode::Send::new(types::Fd(fd), bytes.as_ptr(), bytes.len() as u32)
             .build()
             .user_data(user_data(c, generation, OP_SEND));
         self.push(entry);
@@ -435,9 +441,10 @@ impl Shard {
 
     fn on_sent(&mut self, c: usize, res: i32) {
         let now = self.clock.now_ns();
-        let len = self.request.len();
         let conn = &mut self.conns[c];
         let Some(f) = conn.inflight.as_mut() else { return };
+        let request = &self.requests.bytes[f.request as usize];
+        let len = request.len();
         if res < 0 {
             self.fail_request(c, class_of_errno(-res), now);
             return;
@@ -445,7 +452,7 @@ impl Shard {
         f.written += res as usize;
         if f.written < len {
             // Short write: send the rest.
-            let rest = &self.request[f.written..];
+            let rest = &request[f.written..];
             let entry = opcode::Send::new(types::Fd(conn.fd), rest.as_ptr(), rest.len() as u32)
                 .build()
                 .user_data(user_data(c, conn.generation, OP_SEND));
@@ -487,7 +494,7 @@ impl Shard {
             Ok(Chunk::Done { status, close }) => {
                 self.conns[c].parser.reset();
                 self.finish_answered(c, status, now);
-                if close {
+                if close || !self.keepalive {
                     self.begin_close(c);
                 }
             }
@@ -636,8 +643,8 @@ impl Shard {
 }
 
 impl InFlight {
-    fn new(due: Due, now: u64) -> Self {
-        InFlight { phase: due.phase, intended_ns: due.intended_ns, sent_ns: now, written: 0, retried: false }
+    fn new(due: Due, request: u16, now: u64) -> Self {
+        InFlight { phase: due.phase, request, intended_ns: due.intended_ns, sent_ns: now, written: 0, retried: false }
     }
 }
 

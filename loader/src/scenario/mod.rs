@@ -10,5 +10,5 @@
 mod plan;
 mod spec;
 
-pub use plan::{Phase, PhaseKind, Plan, TargetAddr};
+pub use plan::{Phase, PhaseKind, Plan, PlannedRequest, TargetAddr};
 pub use spec::{Profile, RequestSpec, Spec, Target, parse_duration};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use hyper::Uri;
 
-use super::spec::{Profile, Spec};
+use super::spec::{Profile, RequestSpec, Spec};
 use crate::error::InputError;
 use crate::schedule::Window;
 
@@ -67,15 +67,28 @@ pub struct TargetAddr {
     pub addr: SocketAddr,
 }
 
+/// One request of the mix, encoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedRequest {
+    /// Name in reports.
+    pub name: String,
+    /// The whole request as sent.
+    pub bytes: Vec<u8>,
+    /// It is a HEAD request (responses carry no body).
+    pub head: bool,
+    /// Share of the mix.
+    pub weight: u32,
+}
+
 /// A run with every value resolved.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// Where the load goes.
     pub target: TargetAddr,
-    /// The request, encoded once as HTTP/1.1 bytes.
-    pub request: Vec<u8>,
-    /// The request is HEAD (responses carry no body).
-    pub head: bool,
+    /// The requests, each encoded once as HTTP/1.1 bytes.
+    pub requests: Vec<PlannedRequest>,
+    /// Reuse connections.
+    pub keepalive: bool,
     /// Phases in time order, back to back from offset zero.
     pub phases: Vec<Phase>,
     /// Keep-alive connections across all shards.
@@ -98,15 +111,24 @@ impl Plan {
     /// Resolve `spec` against `url` (the user's, or the built-in target's).
     pub fn resolve(spec: &Spec, url: &str) -> Result<Plan, InputError> {
         let (addr, host, path) = resolve_url(url)?;
-        let request = encode_request(spec, &host, &path);
+        let requests = spec
+            .requests
+            .iter()
+            .map(|r| PlannedRequest {
+                name: r.name.clone(),
+                bytes: encode_request(r, &host, r.path.as_deref().unwrap_or(&path)),
+                head: r.method == "HEAD",
+                weight: r.weight.max(1),
+            })
+            .collect();
         let phases = phases(spec);
         let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         // Every shard needs at least one connection of its own.
         let threads = spec.threads.unwrap_or(cpus).min(spec.connections);
         Ok(Plan {
             target: TargetAddr { url: url.to_string(), addr },
-            request,
-            head: spec.request.method == "HEAD",
+            requests,
+            keepalive: spec.keepalive,
             phases,
             connections: spec.connections,
             threads,
@@ -123,10 +145,43 @@ impl Plan {
         self.phases.last().map(|p| p.start + p.duration).unwrap_or_default()
     }
 
+    /// The request mix as a cycle of request indices: request `i` of a phase is
+    /// `mix[i % mix.len()]`. Smooth weighted round-robin (nginx's), so each request's share
+    /// holds over any window, not only over the whole cycle.
+    pub fn mix(&self) -> Vec<u16> {
+        let mut weights: Vec<i64> = self.requests.iter().map(|r| i64::from(r.weight)).collect();
+        let g = weights.iter().copied().fold(0, gcd).max(1);
+        weights.iter_mut().for_each(|w| *w /= g);
+        // Keep the cycle small; very uneven weights are rounded (each keeps at least 1).
+        let total: i64 = weights.iter().sum();
+        if total > MAX_MIX {
+            weights.iter_mut().for_each(|w| *w = (*w * MAX_MIX / total).max(1));
+        }
+        let total: i64 = weights.iter().sum();
+        let mut current = vec![0i64; weights.len()];
+        (0..total)
+            .map(|_| {
+                for (c, w) in current.iter_mut().zip(&weights) {
+                    *c += w;
+                }
+                let best = (0..current.len()).max_by_key(|&i| (current[i], std::cmp::Reverse(i))).unwrap_or(0);
+                current[best] -= total;
+                best as u16
+            })
+            .collect()
+    }
+
     /// Connections of shard `shard` (the pool split evenly, remainder to the first shards).
     pub fn connections_of(&self, shard: usize) -> usize {
         self.connections / self.threads + usize::from(shard < self.connections % self.threads)
     }
+}
+
+/// Longest request-mix cycle.
+const MAX_MIX: i64 = 65_536;
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 fn phases(spec: &Spec) -> Vec<Phase> {
@@ -172,8 +227,7 @@ fn resolve_url(url: &str) -> Result<(SocketAddr, String, String), InputError> {
     Ok((addr, authority.as_str().to_string(), path))
 }
 
-fn encode_request(spec: &Spec, host: &str, path: &str) -> Vec<u8> {
-    let r = &spec.request;
+fn encode_request(r: &RequestSpec, host: &str, path: &str) -> Vec<u8> {
     let mut out = format!("{} {} HTTP/1.1\r\n", r.method, path);
     let has = |name: &str| r.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     if !has("host") {
@@ -220,10 +274,25 @@ mod tests {
             a.headers = vec!["X-A: 1".into()];
         })
         .unwrap();
-        let text = String::from_utf8(p.request).unwrap();
+        let text = String::from_utf8(p.requests[0].bytes.clone()).unwrap();
         assert!(text.starts_with("POST /x?y=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"), "{text}");
         assert!(text.contains("X-A: 1\r\n") && text.ends_with("Content-Length: 2\r\n\r\n{}"), "{text}");
         assert_eq!(p.target.addr, "127.0.0.1:8080".parse().unwrap());
+    }
+
+    #[test]
+    fn mix_is_smooth_and_exact() {
+        let mut p = plan(|_| {}).unwrap();
+        let template = p.requests[0].clone();
+        p.requests = [5, 1, 1]
+            .iter()
+            .map(|&weight| PlannedRequest { weight, ..template.clone() })
+            .collect();
+        let mix = p.mix();
+        assert_eq!(mix.len(), 7);
+        assert_eq!(mix.iter().filter(|&&i| i == 0).count(), 5);
+        // nginx's smooth order for 5:1:1 spreads the light requests apart.
+        assert_eq!(mix, vec![0, 0, 1, 0, 2, 0, 0]);
     }
 
     #[test]

@@ -34,9 +34,15 @@ pub enum Profile {
     },
 }
 
-/// The request to send.
+/// One kind of request to send; a run mixes them by weight.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestSpec {
+    /// Name in reports (`GET /` when not given).
+    pub name: String,
+    /// Path and query; `None` = the target URL's.
+    pub path: Option<String>,
+    /// Share of the mix, relative to the other requests' weights (≥ 1).
+    pub weight: u32,
     /// HTTP method, upper case.
     pub method: String,
     /// Extra headers in order.
@@ -50,8 +56,11 @@ pub struct RequestSpec {
 pub struct Spec {
     /// Where the load goes.
     pub target: Target,
-    /// What is sent.
-    pub request: RequestSpec,
+    /// What is sent: one or more requests, mixed by weight.
+    pub requests: Vec<RequestSpec>,
+    /// Reuse connections (HTTP keep-alive); `false` closes after every response, from the
+    /// loader's side (so TIME_WAIT builds up on the load machine, as without a pool).
+    pub keepalive: bool,
     /// The load shape after warm-up.
     pub profile: Profile,
     /// Warm-up at the first rate, reported apart.
@@ -116,6 +125,12 @@ fn parse_header(text: &str) -> Result<(String, String), InputError> {
         return Err(InputError::new("--header", format!("header {name} has a line break in its value")));
     }
     Ok((name.to_string(), value.to_string()))
+}
+
+/// The path part of a URL, for naming (`/` when there is none).
+fn url_path(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.find('/').map_or("/", |i| &rest[i..])
 }
 
 impl Spec {
@@ -204,7 +219,15 @@ impl Spec {
 
         Ok(Spec {
             target,
-            request: RequestSpec { method, headers, body: args.body.clone().map(String::into_bytes) },
+            requests: vec![RequestSpec {
+                name: format!("{method} {}", args.url.as_deref().map(url_path).unwrap_or("/")),
+                path: None,
+                weight: 1,
+                method,
+                headers,
+                body: args.body.clone().map(String::into_bytes),
+            }],
+            keepalive: !args.no_keepalive,
             profile,
             warmup,
             connections,
@@ -237,7 +260,7 @@ mod tests {
         let s = Spec::from_run_args(&args(|a| a.duration = Some("2s".into()))).unwrap();
         assert_eq!(s.profile, Profile::Constant { rate: 100.0, duration: Duration::from_secs(2) });
         assert_eq!(s.timeout, DEFAULT_TIMEOUT);
-        assert_eq!(s.request.method, "GET");
+        assert_eq!(s.requests[0].method, "GET");
     }
 
     #[test]
@@ -272,6 +295,6 @@ mod tests {
     #[test]
     fn headers_are_split_and_trimmed() {
         let s = Spec::from_run_args(&args(|a| a.headers = vec!["X-Test:  yes ".into()])).unwrap();
-        assert_eq!(s.request.headers, vec![("X-Test".to_string(), "yes".to_string())]);
+        assert_eq!(s.requests[0].headers, vec![("X-Test".to_string(), "yes".to_string())]);
     }
 }
