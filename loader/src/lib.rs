@@ -10,6 +10,7 @@
 //! - [`record`]: per-shard HdrHistograms per phase (corrected latency, service time, send lag)
 //!   and per-second series, merged once after the run.
 //! - [`probes`]: eBPF programs on the loader's own process (tgid) and sockets.
+//! - [`health`]: the `/proc` and cgroup half of loader health (the fallback without probes).
 //! - [`report`]: terminal table and `summary.json`.
 //! - [`target`]: the built-in endpoint used by demos, calibration and tests.
 //!
@@ -21,6 +22,7 @@
 pub mod cli;
 pub mod engine;
 pub mod error;
+pub mod health;
 pub mod probes;
 pub mod record;
 pub mod report;

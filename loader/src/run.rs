@@ -17,7 +17,8 @@ use crate::cli::{Cli, Command, RunArgs};
 use crate::engine::{self, Clock, Live, ShardConfig, ShardResult};
 use crate::probes::Probes;
 use crate::record::ShardRecord;
-use crate::report::summary::{self, ProbeSummary};
+use crate::health::Sampler;
+use crate::report::summary::{self, HealthSummary, ProbeSummary};
 use crate::report::text;
 use crate::scenario::{Plan, Spec, Target};
 use crate::schedule::ShardSchedule;
@@ -115,8 +116,11 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
         probes: probes_summary,
         cpu: &run.cpu,
         rss_mib: (run.rss_mib.0, run.rss_mib.1, proc_status_mib("VmHWM:")),
+        health: run.health.clone(),
     });
     print!("\n{}", text::render(&summary));
+    crate::report::hdr::write(&out_dir.join("latency.hlog"), &plan, &run.record, run.started)
+        .context("cannot write the HDR interval log")?;
     let path = out_dir.join("summary.json");
     write_json(&path, &summary)?;
     println!("summary: {}", path.display());
@@ -130,6 +134,10 @@ struct Executed {
     cpu: Vec<f64>,
     /// Resident memory at the first second and at the end.
     rss_mib: (Option<f64>, Option<f64>),
+    /// Wall-clock time of the run's zero instant.
+    started: SystemTime,
+    /// `/proc` and cgroup health, per second.
+    health: HealthSummary,
 }
 
 /// Start one thread per shard, show progress each second, merge when they end.
@@ -137,6 +145,7 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
     let windows: Vec<_> = plan.phases.iter().map(|p| p.window()).collect();
     let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
     let clock = Clock::new(Instant::now() + POOL_OPEN_GRACE);
+    let started = SystemTime::now() + POOL_OPEN_GRACE;
     let requests = Arc::new(engine::RequestTable {
         bytes: plan.requests.iter().map(|r| r.bytes.clone().into_boxed_slice()).collect(),
         head: plan.requests.iter().map(|r| r.head).collect(),
@@ -177,6 +186,7 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
 
     let progress = Progress::new(plan);
     let mut cpu = CpuMeter::new(&lives);
+    let mut health = Sampler::new(clock.start());
     let mut tick = clock.start();
     let mut cpu_samples = Vec::new();
     let mut rss_start = None;
@@ -188,6 +198,7 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
         if now >= tick + Duration::from_secs(1) {
             tick += Duration::from_secs(1);
             let pct = cpu.sample();
+            health.sample();
             if tick > clock.start() {
                 cpu_samples.push(pct);
                 if rss_start.is_none() {
@@ -213,7 +224,8 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
     let record = merged.expect("at least one shard");
     let elapsed = elapsed.min(plan.duration() + plan.timeout);
     let rss_end = proc_status_mib("VmRSS:");
-    Ok(Executed { record, elapsed, cpu: cpu_samples, rss_mib: (rss_start, rss_end) })
+    let health = HealthSummary { peaks: health.peaks(), series: health.series };
+    Ok(Executed { record, elapsed, cpu: cpu_samples, rss_mib: (rss_start, rss_end), started, health })
 }
 
 /// Per-second CPU of the shard threads, from /proc/self/task/TID/stat.

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::health::{HealthPeaks, HealthSample};
 use crate::record::{ErrorClass, PhaseRecord, ShardRecord};
 use crate::scenario::Plan;
 
@@ -36,6 +37,8 @@ pub struct Summary {
     pub probes: ProbeSummary,
     /// Loader-side health.
     pub loader: LoaderSummary,
+    /// The `/proc` and cgroup view of the load machine, per second and at its peaks.
+    pub health: HealthSummary,
     /// Per-second series of the whole run.
     pub series: Vec<SecondSummary>,
 }
@@ -270,6 +273,15 @@ pub struct LoaderSummary {
     pub rss_mib_peak: Option<f64>,
 }
 
+/// `/proc` and cgroup figures of the run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HealthSummary {
+    /// Peaks over the run.
+    pub peaks: HealthPeaks,
+    /// One sample per second.
+    pub series: Vec<HealthSample>,
+}
+
 /// One second of the run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SecondSummary {
@@ -354,6 +366,8 @@ pub struct Inputs<'a> {
     pub cpu: &'a [f64],
     /// Resident memory: at the first second, at the end, peak (MiB).
     pub rss_mib: (Option<f64>, Option<f64>, Option<f64>),
+    /// `/proc` and cgroup health.
+    pub health: HealthSummary,
 }
 
 /// Build the summary.
@@ -436,6 +450,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             rss_mib_peak: inp.rss_mib.2,
         },
         series,
+        health: inp.health.clone(),
     }
 }
 
@@ -495,6 +510,7 @@ mod tests {
             probes: ProbeSummary::default(),
             cpu: &[10.0, 20.0, 30.0],
             rss_mib: (Some(3.0), Some(3.5), Some(4.0)),
+            health: HealthSummary::default(),
         });
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["schema"], "loader.summary/v1");

@@ -91,6 +91,23 @@ pub fn render(s: &Summary) -> String {
     if let (Some(start), Some(end), Some(peak)) = (s.loader.rss_mib_start, s.loader.rss_mib_end, s.loader.rss_mib_peak) {
         let _ = writeln!(out, "loader memory: RSS {start:.1} MiB at 1 s, {end:.1} MiB at the end, peak {peak:.1} MiB");
     }
+    let h = &s.health.peaks;
+    let mut health = Vec::new();
+    if let Some(r) = h.fds_max_ratio {
+        health.push(format!("fds {:.0}% of limit", r * 100.0));
+    }
+    if let Some(r) = h.ephemeral_ports_max_ratio {
+        health.push(format!("ephemeral ports {:.1}% (host)", r * 100.0));
+    }
+    if let Some(tw) = h.time_wait_max {
+        health.push(format!("TIME_WAIT {tw} (host)"));
+    }
+    if let Some(ms) = h.cgroup_throttled_ms {
+        health.push(format!("cgroup throttled {ms:.0} ms"));
+    }
+    if !health.is_empty() {
+        let _ = writeln!(out, "load machine peaks: {}", health.join(", "));
+    }
     match (&s.probes.available, &s.probes.unavailable_reason) {
         (true, _) => {
             if let Some(states) = &s.probes.tcp_states {

@@ -1,0 +1,207 @@
+//! Loader health from `/proc` and the cgroup filesystem: the user-space half of "was the
+//! loader saturated?", and the whole of it when the eBPF probes cannot load.
+//!
+//! Once a second the run loop calls [`Sampler::sample`], which reads: the process's CPU
+//! time, every core's busy share (`/proc/stat`), cgroup CPU throttling (`cpu.stat` of the
+//! process's cgroup v2), open descriptors against `RLIMIT_NOFILE`, local ports of TCP sockets
+//! inside `ip_local_port_range` (host-wide, `/proc/net/tcp{,6}`) and `/proc/net/sockstat`
+//! (sockets in use, orphans, TIME_WAIT, memory). Each read that fails leaves its field empty;
+//! a sampler never fails the run.
+//!
+//! This module only observes; judging the figures is the verdict's job. The parsers are pure
+//! functions with tests beside them.
+
+mod parse;
+
+use std::fs;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+pub use parse::{CgroupCpu, CpuTimes, SockStat};
+
+/// One second of loader health.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HealthSample {
+    /// Seconds since the run's start (the sample covers the second before it).
+    pub t: u64,
+    /// CPU of the whole loader process over the interval, percent of one core.
+    pub process_cpu_pct: Option<f64>,
+    /// Busy share of each core over the interval, percent (index = CPU number).
+    pub core_busy_pct: Vec<f64>,
+    /// Time the process's cgroup was throttled during the interval, milliseconds.
+    pub cgroup_throttled_ms: Option<f64>,
+    /// Open file descriptors of the process.
+    pub fds: Option<u64>,
+    /// Its soft `RLIMIT_NOFILE`.
+    pub fd_limit: Option<u64>,
+    /// TCP sockets (host-wide) whose local port lies in `ip_local_port_range`.
+    pub ephemeral_ports: Option<u64>,
+    /// Size of `ip_local_port_range`.
+    pub ephemeral_range: Option<u64>,
+    /// `/proc/net/sockstat` TCP figures.
+    pub sockstat: Option<SockStat>,
+}
+
+/// Run-wide peaks of the health series, for the verdict and the summary.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HealthPeaks {
+    /// Highest open-descriptor share of the limit, 0–1.
+    pub fds_max_ratio: Option<f64>,
+    /// Highest ephemeral-port share of the range, 0–1 (host-wide).
+    pub ephemeral_ports_max_ratio: Option<f64>,
+    /// Highest TIME_WAIT count (host-wide, from sockstat).
+    pub time_wait_max: Option<u64>,
+    /// Total cgroup throttling during the run, milliseconds.
+    pub cgroup_throttled_ms: Option<f64>,
+    /// Highest busy share of any core in any second, percent.
+    pub core_busy_max_pct: Option<f64>,
+}
+
+/// Reads the sources each second and keeps the series (one small sample a second).
+#[derive(Debug)]
+pub struct Sampler {
+    started: Instant,
+    clk_tck: f64,
+    last_process: Option<(Instant, u64)>,
+    last_cores: Option<Vec<CpuTimes>>,
+    cgroup_stat: Option<String>,
+    last_throttled_us: Option<u64>,
+    port_range: Option<(u16, u16)>,
+    /// Samples so far, in order.
+    pub series: Vec<HealthSample>,
+}
+
+impl Sampler {
+    /// A sampler whose time zero is `started`; takes the baseline readings.
+    pub fn new(started: Instant) -> Sampler {
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let cgroup_stat = fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|text| parse::cgroup_v2_path(&text))
+            .map(|path| format!("/sys/fs/cgroup{path}/cpu.stat"));
+        let port_range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|t| parse::port_range(&t));
+        let mut s = Sampler {
+            started,
+            clk_tck: if hz > 0 { hz as f64 } else { 100.0 },
+            last_process: None,
+            last_cores: None,
+            cgroup_stat,
+            last_throttled_us: None,
+            port_range,
+            series: Vec::new(),
+        };
+        s.sample_inner(false);
+        s
+    }
+
+    /// Take one sample (call once a second).
+    pub fn sample(&mut self) {
+        self.sample_inner(true);
+    }
+
+    fn sample_inner(&mut self, keep: bool) {
+        let now = Instant::now();
+        let mut sample = HealthSample { t: now.saturating_duration_since(self.started).as_secs(), ..Default::default() };
+
+        if let Some(ticks) = fs::read_to_string("/proc/self/stat").ok().and_then(|t| parse::process_ticks(&t)) {
+            if let Some((at, before)) = self.last_process {
+                let secs = now.duration_since(at).as_secs_f64().max(1e-3);
+                sample.process_cpu_pct = Some(round1(ticks.saturating_sub(before) as f64 / self.clk_tck / secs * 100.0));
+            }
+            self.last_process = Some((now, ticks));
+        }
+        if let Some(cores) = fs::read_to_string("/proc/stat").ok().map(|t| parse::per_core_times(&t)) {
+            if let Some(before) = &self.last_cores {
+                sample.core_busy_pct = cores.iter().zip(before).map(|(a, b)| round1(a.busy_pct_since(b))).collect();
+            }
+            self.last_cores = Some(cores);
+        }
+        if let Some(stat) = self.cgroup_stat.as_deref().and_then(|p| fs::read_to_string(p).ok()) {
+            let cpu = parse::cgroup_cpu(&stat);
+            if let (Some(now_us), Some(before)) = (cpu.throttled_usec, self.last_throttled_us) {
+                sample.cgroup_throttled_ms = Some(round1(now_us.saturating_sub(before) as f64 / 1000.0));
+            }
+            self.last_throttled_us = cpu.throttled_usec;
+        }
+        sample.fds = fs::read_dir("/proc/self/fd").ok().map(|d| d.count() as u64);
+        sample.fd_limit = nofile_limit();
+        if let Some((lo, hi)) = self.port_range {
+            let mut used = 0;
+            for path in ["/proc/net/tcp", "/proc/net/tcp6"] {
+                if let Ok(text) = fs::read_to_string(path) {
+                    used += parse::local_ports_in_range(&text, lo, hi);
+                }
+            }
+            sample.ephemeral_ports = Some(used);
+            sample.ephemeral_range = Some(u64::from(hi - lo) + 1);
+        }
+        sample.sockstat = fs::read_to_string("/proc/net/sockstat").ok().and_then(|t| parse::sockstat(&t));
+        if keep {
+            self.series.push(sample);
+        }
+    }
+
+    /// Peaks over the series so far.
+    pub fn peaks(&self) -> HealthPeaks {
+        let max_f = |it: &mut dyn Iterator<Item = f64>| it.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        let s = &self.series;
+        HealthPeaks {
+            fds_max_ratio: max_f(&mut s.iter().filter_map(|x| Some(x.fds? as f64 / x.fd_limit?.max(1) as f64)))
+                .map(round4),
+            ephemeral_ports_max_ratio: max_f(
+                &mut s.iter().filter_map(|x| Some(x.ephemeral_ports? as f64 / x.ephemeral_range?.max(1) as f64)),
+            )
+            .map(round4),
+            time_wait_max: s.iter().filter_map(|x| x.sockstat.as_ref().map(|k| k.tw)).max(),
+            cgroup_throttled_ms: s
+                .iter()
+                .filter_map(|x| x.cgroup_throttled_ms)
+                .fold(None, |acc: Option<f64>, v| Some(acc.unwrap_or(0.0) + v))
+                .map(round1),
+            core_busy_max_pct: max_f(&mut s.iter().flat_map(|x| x.core_busy_pct.iter().copied())),
+        }
+    }
+}
+
+fn nofile_limit() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit with a valid struct.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim.rlim_cur)
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampler_reads_this_process() {
+        let mut s = Sampler::new(Instant::now());
+        // Burn a little CPU so the process figure is measurable.
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        s.sample();
+        let last = s.series.last().unwrap();
+        assert!(last.fds.unwrap() >= 3, "stdin/out/err at least");
+        assert!(last.fd_limit.unwrap() >= last.fds.unwrap());
+        assert!(last.process_cpu_pct.is_some());
+        assert!(!last.core_busy_pct.is_empty());
+        assert!(last.sockstat.is_some());
+        let peaks = s.peaks();
+        assert!(peaks.fds_max_ratio.unwrap() > 0.0);
+    }
+}
