@@ -210,9 +210,11 @@ impl ShardRecord {
         &mut self.seconds[i]
     }
 
+    /// The phase whose window holds `at_ns` (windows are in time order and do not overlap).
     #[inline]
     fn window_of(&self, at_ns: u64) -> Option<usize> {
-        self.windows.iter().position(|w| at_ns >= w.start_ns && at_ns < w.end_ns)
+        let i = self.windows.partition_point(|w| w.start_ns <= at_ns).checked_sub(1)?;
+        (at_ns < self.windows[i].end_ns).then_some(i)
     }
 
     /// A request of `phase` due at `intended_ns` was sent at `sent_ns`.
@@ -344,6 +346,15 @@ mod tests {
         assert!(r.phases[0].latency.equivalent(r.phases[0].latency.max(), 5_000_000));
         assert_eq!(r.phases[0].error(ErrorClass::Reset), 1);
         assert_eq!(r.seconds.len(), 6, "series grows to cover late events");
+    }
+
+    #[test]
+    fn window_lookup_finds_the_phase_or_none() {
+        let r = ShardRecord::new(windows(), 2);
+        assert_eq!(r.window_of(0), Some(0));
+        assert_eq!(r.window_of(999_999_999), Some(0));
+        assert_eq!(r.window_of(1_000_000_000), Some(1));
+        assert_eq!(r.window_of(2_000_000_000), None);
     }
 
     #[test]
