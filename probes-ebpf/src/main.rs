@@ -12,6 +12,16 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 #[cfg(target_arch = "bpf")]
+mod common;
+#[cfg(target_arch = "bpf")]
+mod drops;
+#[cfg(target_arch = "bpf")]
+mod resets;
+#[cfg(target_arch = "bpf")]
+mod runqueue;
+#[cfg(target_arch = "bpf")]
+mod syn_retransmits;
+#[cfg(target_arch = "bpf")]
 mod tcp_states;
 
 #[cfg(target_arch = "bpf")]
@@ -30,7 +40,5 @@ static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
 
 #[cfg(not(target_arch = "bpf"))]
 fn main() {
-    eprintln!(
-        "probes: these are eBPF programs; loader/build.rs builds them for bpfel-unknown-none"
-    );
+    eprintln!("probes: these are eBPF programs; loader/build.rs builds them for bpfel-unknown-none");
 }

@@ -15,7 +15,14 @@
 //!    is removed there.
 //!
 //! Counts go to `TCP_STATE_COUNTS[old * 16 + new]` (per-CPU). Whatever is seen but cannot be
-//! counted goes to `TCP_STATE_LOST[reason]`: nothing is dropped silently.
+//! counted goes to `LOST[reason]`: nothing is dropped silently.
+//!
+//! Connect latency rides on the same hook (one program per tracepoint): `LOADER_SOCKS` holds
+//! the CLOSE → SYN_SENT time, so SYN_SENT → ESTABLISHED records `now - start` into
+//! `CONNECT_LATENCY` (ns, `hist` layout). A failed connect is SYN_SENT → CLOSE in the
+//! transition counts. TIME_WAIT entries are FIN_WAIT2 → CLOSE and CLOSING → CLOSE there too.
+//! On → CLOSE the socket moves to the LRU `CLOSED_SOCKS`, because a reset sent on close is
+//! traced after the socket's CLOSE transition (`resets.rs`).
 //!
 //! Field offsets. On this machine (Linux 6.18) the format file
 //! `/sys/kernel/tracing/events/sock/inet_sock_set_state/format` reads:
@@ -37,19 +44,16 @@
 use aya_ebpf::{
     Global,
     bindings::BPF_ANY,
-    helpers::{bpf_get_current_pid_tgid, generated::bpf_ktime_get_ns},
     macros::{map, tracepoint},
-    maps::{HashMap, PerCpuArray},
+    maps::{HashMap, LruHashMap, PerCpuArray},
     programs::TracePointContext,
 };
 use probes_ebpf::{
-    IPPROTO_TCP, LOADER_SOCKS_CAPACITY, SetStateLayout, TRANSITION_SLOTS, lost, tcp_state,
+    CLOSED_SOCKS_CAPACITY, IPPROTO_TCP, LOADER_SOCKS_CAPACITY, SetStateLayout, TRANSITION_SLOTS, hist, lost, tcp_state,
     transition_index,
 };
 
-/// The loader's tgid (`names::TARGET_TGID`), set by user space before load. 0 follows nothing.
-#[unsafe(no_mangle)]
-static TARGET_TGID: Global<u32> = Global::new(0);
+use crate::common::{bump, current_is_loader, now_ns, read, record};
 
 /// Where the tracepoint's fields are (`names::SET_STATE_LAYOUT`), set by user space from the
 /// running kernel's format file before load.
@@ -59,15 +63,20 @@ static SET_STATE_LAYOUT: Global<SetStateLayout> = Global::new(SetStateLayout::LI
 /// `names::LOADER_SOCKS`: socket kernel address → `bpf_ktime_get_ns()` at connect (kept for
 /// the connect-latency reader).
 #[map]
-static LOADER_SOCKS: HashMap<u64, u64> = HashMap::with_max_entries(LOADER_SOCKS_CAPACITY, 0);
+pub(crate) static LOADER_SOCKS: HashMap<u64, u64> = HashMap::with_max_entries(LOADER_SOCKS_CAPACITY, 0);
+
+/// `names::CLOSED_SOCKS`: loader sockets that reached CLOSE lately (LRU, evicts by itself),
+/// for the resets a socket sends after its CLOSE transition.
+#[map]
+pub(crate) static CLOSED_SOCKS: LruHashMap<u64, u8> = LruHashMap::with_max_entries(CLOSED_SOCKS_CAPACITY, 0);
+
+/// `names::CONNECT_LATENCY`: SYN_SENT → ESTABLISHED of loader sockets, ns, `hist` layout.
+#[map]
+static CONNECT_LATENCY: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::SLOTS, 0);
 
 /// `names::TCP_STATE_COUNTS`: transitions of loader sockets by `transition_index(old, new)`.
 #[map]
 static TCP_STATE_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TRANSITION_SLOTS, 0);
-
-/// `names::TCP_STATE_LOST`: events seen but not counted, by `lost::*` reason.
-#[map]
-static TCP_STATE_LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(lost::SLOTS, 0);
 
 /// `names::TCP_STATES_PROGRAM`, attached to `sock:inet_sock_set_state`.
 #[tracepoint]
@@ -98,57 +107,39 @@ fn try_tcp_states(ctx: &TracePointContext) -> Result<u32, u32> {
     let new = read::<i32>(ctx, layout.newstate)? as u32;
 
     if old == tcp_state::CLOSE && new == tcp_state::SYN_SENT {
-        let target = TARGET_TGID.load();
-        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-        if target == 0 || tgid != target {
+        if !current_is_loader() {
             return Ok(0);
         }
-        // SAFETY: a helper without arguments or preconditions.
-        let now = unsafe { bpf_ktime_get_ns() };
         // BPF_ANY: a freed socket's address may be reused before we saw its CLOSE.
-        if LOADER_SOCKS
-            .insert(skaddr, now, u64::from(BPF_ANY))
-            .is_err()
-        {
+        if LOADER_SOCKS.insert(skaddr, now_ns(), u64::from(BPF_ANY)).is_err() {
             // The connect is still counted below; its later transitions will be missing.
-            bump(&TCP_STATE_LOST, lost::SOCK_MAP_FULL);
+            crate::common::lost(lost::SOCK_MAP_FULL);
         }
-    } else if LOADER_SOCKS.get_ptr(skaddr).is_none() {
-        return Ok(0);
+    } else {
+        let Some(started) = LOADER_SOCKS.get_ptr(skaddr) else {
+            return Ok(0);
+        };
+        if old == tcp_state::SYN_SENT && new == tcp_state::ESTABLISHED {
+            // SAFETY: the map returned a valid pointer to the entry's `u64`; a concurrent
+            // delete of this socket's entry cannot happen while the socket changes state
+            // under its own lock, and a torn read would only skew one sample.
+            let started = unsafe { *started };
+            record(&CONNECT_LATENCY, now_ns().saturating_sub(started));
+        }
     }
 
     if new == tcp_state::CLOSE {
         // Err means "not present": only possible if the insert above failed. Ignoring it
         // hides nothing; that insert failure was already counted.
         let _ = LOADER_SOCKS.remove(skaddr);
+        // An LRU insert only fails on a kernel error; the socket is gone, nothing is lost
+        // unless it sends a reset now, which `resets_sent` would then miss.
+        let _ = CLOSED_SOCKS.insert(skaddr, 0, u64::from(BPF_ANY));
     }
 
     match transition_index(old, new) {
         Some(index) => bump(&TCP_STATE_COUNTS, index),
-        None => bump(&TCP_STATE_LOST, lost::STATE_OUT_OF_RANGE),
+        None => crate::common::lost(lost::STATE_OUT_OF_RANGE),
     }
     Ok(0)
-}
-
-/// Read a `T` at `offset` bytes into the tracepoint record; a failure is counted as
-/// `lost::READ_FAILED` and ends the program.
-#[inline(always)]
-fn read<T>(ctx: &TracePointContext, offset: u32) -> Result<T, u32> {
-    // SAFETY: `bpf_probe_read_kernel` copies into a local and reports a bad address as an
-    // error instead of faulting; `T` is a plain integer, valid for every bit pattern.
-    unsafe { ctx.read_at::<T>(offset as usize) }.map_err(|_| {
-        bump(&TCP_STATE_LOST, lost::READ_FAILED);
-        0
-    })
-}
-
-/// Add one to this CPU's slot `index` of `counters`. A plain add is enough: the slot is this
-/// CPU's own and tracing programs do not nest on one CPU (the kernel skips a nested run and
-/// counts it in the program's `recursion_misses`, which user space adds to the lost count).
-#[inline(always)]
-fn bump(counters: &PerCpuArray<u64>, index: u32) {
-    if let Some(slot) = counters.get_ptr_mut(index) {
-        // SAFETY: the map returned a valid pointer to this CPU's `u64` for `index`.
-        unsafe { *slot += 1 };
-    }
 }

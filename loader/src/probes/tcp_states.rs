@@ -1,10 +1,11 @@
 //! Reader of the `tcp_states` probe: per-CPU transition counters summed into
-//! `"OLD->NEW" → count`, and the probe's lost counters.
+//! `"OLD->NEW" → count`.
 //!
-//! Owns: the typed handles on `TCP_STATE_COUNTS` and `TCP_STATE_LOST`, summing per-CPU
-//! slots, naming transitions. Does not: load or attach (see [`super`]), judge the counts
-//! (the verdict does), or follow TIME_WAIT sockets (the full socket leaves this tracepoint at
-//! FIN_WAIT2 → CLOSE; live TIME_WAIT needs another source).
+//! Owns: the typed handle on `TCP_STATE_COUNTS`, naming transitions, and the counts other
+//! readings derive from transitions (failed connects: SYN_SENT → CLOSE; TIME_WAIT entries:
+//! FIN_WAIT2 → CLOSE and CLOSING → CLOSE). Does not: load or attach (see [`super`]), judge the
+//! counts (the verdict does), or follow TIME_WAIT sockets (the full socket leaves this
+//! tracepoint at FIN_WAIT2 → CLOSE; the live count is `time_wait.rs`'s).
 
 use std::collections::BTreeMap;
 
@@ -12,15 +13,16 @@ use aya::{
     Ebpf,
     maps::{MapData, MapError, PerCpuArray},
 };
-use probes_ebpf::{TRANSITION_SLOTS, lost, names, state_name, transition_of};
+use probes_ebpf::{TRANSITION_SLOTS, names, state_name, tcp_state, transition_index, transition_of};
 
-use super::Unavailable;
+use super::{
+    Unavailable,
+    counters::{read_sums, take_per_cpu_array},
+};
 
-/// Owned handles on the probe's counter maps (taken out of the [`Ebpf`] at start, so a
-/// missing or mistyped map is found then, not at the first read).
+/// Owned handle on the probe's counter map.
 pub(crate) struct TcpStatesReader {
     counts: PerCpuArray<MapData, u64>,
-    lost: PerCpuArray<MapData, u64>,
 }
 
 impl std::fmt::Debug for TcpStatesReader {
@@ -29,45 +31,61 @@ impl std::fmt::Debug for TcpStatesReader {
     }
 }
 
+/// Transition counts by `transition_index`, summed over CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Transitions(Vec<u64>);
+
+impl Transitions {
+    /// Count of `old → new`.
+    pub(crate) fn count(&self, old: u32, new: u32) -> u64 {
+        transition_index(old, new).and_then(|i| self.0.get(i as usize)).copied().unwrap_or(0)
+    }
+
+    /// Connects the loader started (CLOSE → SYN_SENT).
+    pub(crate) fn connects(&self) -> u64 {
+        self.count(tcp_state::CLOSE, tcp_state::SYN_SENT)
+    }
+
+    /// Connects that failed: refused, timed out, reset or aborted (SYN_SENT → CLOSE).
+    pub(crate) fn failed_connects(&self) -> u64 {
+        self.count(tcp_state::SYN_SENT, tcp_state::CLOSE)
+    }
+
+    /// Active closes that end in a timewait socket (FIN_WAIT2 → CLOSE, CLOSING → CLOSE): the
+    /// kernel hands the connection to a TIME_WAIT socket at exactly these transitions. (A
+    /// reset received in FIN_WAIT2 also ends there without TIME_WAIT; rare, not told apart.)
+    pub(crate) fn time_wait_entries(&self) -> u64 {
+        self.count(tcp_state::FIN_WAIT2, tcp_state::CLOSE) + self.count(tcp_state::CLOSING, tcp_state::CLOSE)
+    }
+
+    /// Non-zero transitions keyed `"SYN_SENT->ESTABLISHED"`.
+    pub(crate) fn named(&self) -> BTreeMap<String, u64> {
+        (0u32..)
+            .zip(&self.0)
+            .filter(|&(_, &n)| n > 0)
+            .map(|(index, &n)| {
+                let (old, new) = transition_of(index);
+                (transition_name(old, new), n)
+            })
+            .collect()
+    }
+}
+
 impl TcpStatesReader {
-    /// Take the probe's maps out of `ebpf`.
+    /// Take the probe's map out of `ebpf`.
     pub(crate) fn take(ebpf: &mut Ebpf) -> Result<Self, Unavailable> {
-        Ok(TcpStatesReader {
-            counts: take_per_cpu_array(ebpf, names::TCP_STATE_COUNTS)?,
-            lost: take_per_cpu_array(ebpf, names::TCP_STATE_LOST)?,
-        })
+        Ok(TcpStatesReader { counts: take_per_cpu_array(ebpf, names::TCP_STATE_COUNTS)? })
+    }
+
+    /// Every transition count since start.
+    pub(crate) fn read(&self) -> Result<Transitions, MapError> {
+        Ok(Transitions(read_sums(&self.counts, TRANSITION_SLOTS)?))
     }
 
     /// Non-zero transition counts since start, keyed `"SYN_SENT->ESTABLISHED"`.
     pub(crate) fn transitions(&self) -> Result<BTreeMap<String, u64>, MapError> {
-        let mut transitions = BTreeMap::new();
-        for index in 0..TRANSITION_SLOTS {
-            let count = sum(&self.counts.get(&index, 0)?);
-            if count > 0 {
-                let (old, new) = transition_of(index);
-                transitions.insert(transition_name(old, new), count);
-            }
-        }
-        Ok(transitions)
+        Ok(self.read()?.named())
     }
-
-    /// Events the kernel program saw but could not count, by [`lost`] reason.
-    pub(crate) fn lost(&self) -> Result<[(&'static str, u64); lost::SLOTS as usize], MapError> {
-        let mut by_reason = lost::NAMES.map(|name| (name, 0));
-        for (index, slot) in (0..lost::SLOTS).zip(by_reason.iter_mut()) {
-            slot.1 = sum(&self.lost.get(&index, 0)?);
-        }
-        Ok(by_reason)
-    }
-}
-
-fn take_per_cpu_array(ebpf: &mut Ebpf, name: &'static str) -> Result<PerCpuArray<MapData, u64>, Unavailable> {
-    let map = ebpf.take_map(name).ok_or(Unavailable::MissingFromObject { item: name })?;
-    PerCpuArray::try_from(map).map_err(|source| Unavailable::Map { name, source })
-}
-
-fn sum(per_cpu: &[u64]) -> u64 {
-    per_cpu.iter().fold(0u64, |total, &n| total.saturating_add(n))
 }
 
 /// `"OLD->NEW"` with the kernel's state names (`TCP_` dropped); numbers no kernel defines
@@ -79,8 +97,6 @@ pub(crate) fn transition_name(old: u32, new: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use probes_ebpf::tcp_state;
-
     use super::*;
 
     #[test]
@@ -91,8 +107,15 @@ mod tests {
     }
 
     #[test]
-    fn sums_saturate() {
-        assert_eq!(sum(&[1, 2, 3]), 6);
-        assert_eq!(sum(&[u64::MAX, 1]), u64::MAX);
+    fn derived_counts() {
+        let mut slots = vec![0; TRANSITION_SLOTS as usize];
+        let mut set = |old, new, n| slots[transition_index(old, new).unwrap() as usize] = n;
+        set(tcp_state::CLOSE, tcp_state::SYN_SENT, 10);
+        set(tcp_state::SYN_SENT, tcp_state::CLOSE, 2);
+        set(tcp_state::FIN_WAIT2, tcp_state::CLOSE, 5);
+        set(tcp_state::CLOSING, tcp_state::CLOSE, 1);
+        let t = Transitions(slots);
+        assert_eq!((t.connects(), t.failed_connects(), t.time_wait_entries()), (10, 2, 6));
+        assert_eq!(t.named().len(), 4);
     }
 }

@@ -6,12 +6,13 @@
 //! Does not: attach anything (aya does), or decide what a missing tracepoint means.
 
 use std::{
+    collections::BTreeMap,
     ffi::CString,
     fs, io,
     path::{Path, PathBuf},
 };
 
-use probes_ebpf::SetStateLayout;
+use probes_ebpf::{KfreeSkbLayout, NO_FIELD, SchedSwitchLayout, SchedWakeupLayout, SetStateLayout, SockEventLayout};
 
 /// Where tracefs is usually mounted, in aya's order of preference.
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -107,22 +108,24 @@ fn parse_field(line: &str) -> Option<Field> {
     Some(Field { c_type: c_type.to_owned(), name: name.to_owned(), offset: offset?, size: size? })
 }
 
+/// The field `name` of `fields`, checked to be one of `sizes` bytes.
+fn field<'a>(fields: &'a [Field], name: &str, sizes: &[u32]) -> Result<&'a Field, String> {
+    let field = fields.iter().find(|f| f.name == name).ok_or_else(|| format!("no field `{name}`"))?;
+    if sizes.contains(&field.size) {
+        Ok(field)
+    } else {
+        Err(format!("field `{name}` is {} bytes, expected {sizes:?}", field.size))
+    }
+}
+
 /// The layout of `sock:inet_sock_set_state` from its format file text, checked against what
 /// the kernel program reads: an 8-byte `skaddr`, 4-byte states and a 1- or 2-byte protocol.
 pub(crate) fn set_state_layout(format: &str) -> Result<SetStateLayout, String> {
     let fields = parse_fields(format);
-    let field = |name: &str, sizes: &[u32]| -> Result<&Field, String> {
-        let field = fields.iter().find(|f| f.name == name).ok_or_else(|| format!("no field `{name}`"))?;
-        if sizes.contains(&field.size) {
-            Ok(field)
-        } else {
-            Err(format!("field `{name}` is {} bytes, expected {sizes:?}", field.size))
-        }
-    };
-    let skaddr = field("skaddr", &[8])?;
-    let oldstate = field("oldstate", &[4])?;
-    let newstate = field("newstate", &[4])?;
-    let protocol = field("protocol", &[1, 2])?;
+    let skaddr = field(&fields, "skaddr", &[8])?;
+    let oldstate = field(&fields, "oldstate", &[4])?;
+    let newstate = field(&fields, "newstate", &[4])?;
+    let protocol = field(&fields, "protocol", &[1, 2])?;
     Ok(SetStateLayout {
         skaddr: skaddr.offset,
         oldstate: oldstate.offset,
@@ -130,6 +133,70 @@ pub(crate) fn set_state_layout(format: &str) -> Result<SetStateLayout, String> {
         protocol: protocol.offset,
         protocol_size: protocol.size,
     })
+}
+
+/// The layout of a socket tracepoint (`tcp:tcp_retransmit_skb`, `tcp_receive_reset`,
+/// `tcp_send_reset`): an 8-byte `skaddr`, and a 4-byte `state` when `with_state`.
+pub(crate) fn sock_event_layout(format: &str, with_state: bool) -> Result<SockEventLayout, String> {
+    let fields = parse_fields(format);
+    let skaddr = field(&fields, "skaddr", &[8])?.offset;
+    let state = if with_state { field(&fields, "state", &[4])?.offset } else { NO_FIELD };
+    Ok(SockEventLayout { skaddr, state })
+}
+
+/// The layout of `skb:kfree_skb`: an 8-byte `rx_sk` (Linux 6.11+) and a 4-byte `reason`.
+pub(crate) fn kfree_skb_layout(format: &str) -> Result<KfreeSkbLayout, String> {
+    let fields = parse_fields(format);
+    let rx_sk = field(&fields, "rx_sk", &[8])
+        .map_err(|err| format!("{err} (kernels before 6.11 do not say which socket a dropped packet was for)"))?
+        .offset;
+    let reason = field(&fields, "reason", &[4])?.offset;
+    Ok(KfreeSkbLayout { rx_sk, reason })
+}
+
+/// The layout of `sched:sched_wakeup` / `sched_wakeup_new`: a 4-byte `pid`.
+pub(crate) fn sched_wakeup_layout(format: &str) -> Result<SchedWakeupLayout, String> {
+    let fields = parse_fields(format);
+    Ok(SchedWakeupLayout { pid: field(&fields, "pid", &[4])?.offset })
+}
+
+/// The layout of `sched:sched_switch`: 4-byte pids, a 4- or 8-byte `prev_state`.
+pub(crate) fn sched_switch_layout(format: &str) -> Result<SchedSwitchLayout, String> {
+    let fields = parse_fields(format);
+    let prev_state = field(&fields, "prev_state", &[4, 8])?;
+    Ok(SchedSwitchLayout {
+        prev_pid: field(&fields, "prev_pid", &[4])?.offset,
+        prev_state: prev_state.offset,
+        prev_state_size: prev_state.size,
+        next_pid: field(&fields, "next_pid", &[4])?.offset,
+    })
+}
+
+/// The symbolic names `print fmt` gives the values of `REC-><field>`
+/// (`__print_symbolic(REC->reason, { 2, "NOT_SPECIFIED" }, …)`), e.g. `enum skb_drop_reason`.
+/// Empty when the format prints the field as a number.
+pub(crate) fn symbolic_names(format: &str, field: &str) -> BTreeMap<u32, String> {
+    let mut names = BTreeMap::new();
+    let needle = format!("__print_symbolic(REC->{field},");
+    let Some(start) = format.find(&needle) else {
+        return names;
+    };
+    let mut rest = &format[start + needle.len()..];
+    // Pairs `{ N, "NAME" }` until the closing parenthesis of __print_symbolic.
+    while let Some(open) = rest.find(['{', ')']) {
+        if rest[open..].starts_with(')') {
+            break;
+        }
+        let Some(close) = rest[open..].find('}') else { break };
+        let pair = &rest[open + 1..open + close];
+        if let Some((value, name)) = pair.split_once(',')
+            && let Ok(value) = value.trim().parse::<u32>()
+        {
+            names.insert(value, name.trim().trim_matches('"').to_owned());
+        }
+        rest = &rest[open + close + 1..];
+    }
+    names
 }
 
 #[cfg(test)]
@@ -195,6 +262,39 @@ print fmt: \"family=%s protocol=%s\", REC->family, REC->protocol
         assert_eq!((skaddr.c_type.as_str(), skaddr.offset, skaddr.size), ("const void *", 8, 8));
         let saddr = fields.iter().find(|f| f.name == "saddr_v6").unwrap();
         assert_eq!((saddr.c_type.as_str(), saddr.offset, saddr.size), ("__u8", 40, 16));
+    }
+
+    #[test]
+    fn reads_the_other_tracepoints_of_6_18() {
+        // Abridged format files of Linux 6.18 (this machine).
+        let retransmit = "\tfield:const void * skbaddr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:const void * skaddr;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:int state;\toffset:24;\tsize:4;\tsigned:1;";
+        assert_eq!(sock_event_layout(retransmit, true), Ok(SockEventLayout::RETRANSMIT_6_18));
+        let receive_reset = "\tfield:const void * skaddr;\toffset:8;\tsize:8;\tsigned:0;";
+        assert_eq!(sock_event_layout(receive_reset, false), Ok(SockEventLayout::RECEIVE_RESET_6_18));
+        let kfree_skb = "\tfield:void * skbaddr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:void * location;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:void * rx_sk;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:unsigned short protocol;\toffset:32;\tsize:2;\tsigned:0;
+\tfield:enum skb_drop_reason reason;\toffset:36;\tsize:4;\tsigned:0;
+
+print fmt: \"skbaddr=%p rx_sk=%p protocol=%u location=%pS reason: %s\", REC->skbaddr, REC->rx_sk, REC->protocol, REC->location, __print_symbolic(REC->reason, { 2, \"NOT_SPECIFIED\" }, { 3, \"NO_SOCKET\" }, { 128, \"MAX\" })";
+        assert_eq!(kfree_skb_layout(kfree_skb), Ok(KfreeSkbLayout::LINUX_6_18));
+        let names = symbolic_names(kfree_skb, "reason");
+        assert_eq!(names.get(&3).map(String::as_str), Some("NO_SOCKET"));
+        assert_eq!(names.len(), 3);
+        assert!(kfree_skb_layout(&kfree_skb.replace("rx_sk;", "other;")).unwrap_err().contains("6.11"));
+        let switch = "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
+\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
+\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;
+\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;";
+        assert_eq!(sched_switch_layout(switch), Ok(SchedSwitchLayout::LINUX_6_18));
+        let wakeup = "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;";
+        assert_eq!(sched_wakeup_layout(wakeup), Ok(SchedWakeupLayout::LINUX_6_18));
     }
 
     #[test]

@@ -1,0 +1,90 @@
+//! What every kernel program shares: the loader's tgid, the lost counters, reading a
+//! tracepoint field at an offset user space found, per-CPU counting and histograms.
+
+use aya_ebpf::{
+    Global,
+    helpers::{bpf_get_current_pid_tgid, generated::bpf_ktime_get_ns},
+    macros::map,
+    maps::PerCpuArray,
+    programs::TracePointContext,
+};
+use probes_ebpf::{NO_FIELD, hist, lost};
+
+/// The loader's tgid (`names::TARGET_TGID`), set by user space before load. 0 follows nothing.
+#[unsafe(no_mangle)]
+static TARGET_TGID: Global<u32> = Global::new(0);
+
+/// `names::LOST`: events seen but not counted, by `lost::*` reason (all programs).
+#[map]
+static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(lost::SLOTS, 0);
+
+/// True when the task running this program belongs to the loader.
+#[inline(always)]
+pub(crate) fn current_is_loader() -> bool {
+    let target = TARGET_TGID.load();
+    target != 0 && (bpf_get_current_pid_tgid() >> 32) as u32 == target
+}
+
+/// The loader's tgid (0: follow nothing).
+#[inline(always)]
+pub(crate) fn target_tgid() -> u32 {
+    TARGET_TGID.load()
+}
+
+/// `bpf_ktime_get_ns()`: monotonic ns, the clock of every start timestamp.
+#[inline(always)]
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: a helper without arguments or preconditions.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+/// Count one event that could not be accounted for.
+#[inline(always)]
+pub(crate) fn lost(reason: u32) {
+    bump(&LOST, reason);
+}
+
+/// Read a `T` at `offset` bytes into the tracepoint record; a failure (or an offset marked
+/// [`NO_FIELD`]) is counted as `lost::READ_FAILED` and ends the program.
+#[inline(always)]
+pub(crate) fn read<T>(ctx: &TracePointContext, offset: u32) -> Result<T, u32> {
+    if offset == NO_FIELD {
+        lost(lost::READ_FAILED);
+        return Err(0);
+    }
+    // SAFETY: `bpf_probe_read_kernel` copies into a local and reports a bad address as an
+    // error instead of faulting; `T` is a plain integer, valid for every bit pattern.
+    unsafe { ctx.read_at::<T>(offset as usize) }.map_err(|_| {
+        lost(lost::READ_FAILED);
+        0
+    })
+}
+
+/// Add one to this CPU's slot `index` of `counters`. A plain add is enough: the slot is this
+/// CPU's own and tracing programs do not nest on one CPU (the kernel skips a nested run and
+/// counts it in the program's `recursion_misses`, which user space adds to the lost count).
+#[inline(always)]
+pub(crate) fn bump(counters: &PerCpuArray<u64>, index: u32) {
+    if let Some(slot) = counters.get_ptr_mut(index) {
+        // SAFETY: the map returned a valid pointer to this CPU's `u64` for `index`.
+        unsafe { *slot += 1 };
+    }
+}
+
+/// Record `value` (ns) in a [`hist`]-layout histogram: its bucket, the sum and the max.
+#[inline(always)]
+pub(crate) fn record(histogram: &PerCpuArray<u64>, value: u64) {
+    bump(histogram, hist::index(value));
+    if let Some(sum) = histogram.get_ptr_mut(hist::SUM) {
+        // SAFETY: as in `bump`: this CPU's own slot.
+        unsafe { *sum = (*sum).wrapping_add(value) };
+    }
+    if let Some(max) = histogram.get_ptr_mut(hist::MAX) {
+        // SAFETY: as in `bump`.
+        unsafe {
+            if value > *max {
+                *max = value;
+            }
+        }
+    }
+}
