@@ -1,36 +1,131 @@
 //! The send schedule: the intended send time of every request, computed, never discovered.
 //!
-//! Request `i` of a phase with rate `r` starting at `s` is due at `s + i / r` — wrk2's
-//! absolute schedule — so a slow response or a late wake-up never shifts later requests.
-//! A run with `n` shards gives shard `k` every request with `i % n == k`: the shards
-//! together send exactly the planned sequence, and each one's share is evenly spread.
+//! A window's arrival rate is constant or changes linearly from `rate` at its start to
+//! `end_rate` at its end. Request `i` is due at the instant `t` where the requests planned
+//! so far reach `i`:
+//!
+//! - constant rate `r`: `t = i / r` — wrk2's absolute schedule;
+//! - linear ramp from `r0` to `r1` over `T`: `N(t) = r0·t + (r1 − r0)·t²/(2T) = i`, solved
+//!   exactly as `t = 2i / (r0 + √(r0² + 2(r1 − r0)·i/T))` (the cancellation-free root,
+//!   valid for ramps up and down and for `r0 = 0`).
+//!
+//! So a slow response or a late wake-up never shifts later requests. A run with `n` shards
+//! gives shard `k` every request with `i % n == k`: the shards together send exactly the
+//! planned sequence, and each one's share is evenly spread.
 //!
 //! This module is pure (no clock, no I/O); the engine asks it what is due next.
 
-/// One phase as the schedule needs it: a window of the run and a constant rate.
+/// One phase as the schedule needs it: a window of the run and its arrival rate, constant
+/// (`rate == end_rate`) or changing linearly from `rate` to `end_rate`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
     /// Start, in nanoseconds from the run's start instant.
     pub start_ns: u64,
     /// End (exclusive), in nanoseconds from the run's start instant.
     pub end_ns: u64,
-    /// Arrival rate over the window, requests per second (> 0).
+    /// Arrival rate at the window's start, requests per second (≥ 0; > 0 when constant).
     pub rate: f64,
+    /// Arrival rate at the window's end, requests per second (≥ 0); equal to `rate` for a
+    /// constant window.
+    pub end_rate: f64,
 }
 
 impl Window {
+    /// A window at one constant rate.
+    pub fn constant(start_ns: u64, end_ns: u64, rate: f64) -> Self {
+        Window { start_ns, end_ns, rate, end_rate: rate }
+    }
+
+    /// A window whose rate changes linearly from `from` to `to`.
+    pub fn ramp(start_ns: u64, end_ns: u64, from: f64, to: f64) -> Self {
+        Window { start_ns, end_ns, rate: from, end_rate: to }
+    }
+
+    fn is_constant(&self) -> bool {
+        self.rate == self.end_rate
+    }
+
+    fn span_s(&self) -> f64 {
+        self.end_ns.saturating_sub(self.start_ns) as f64 / 1e9
+    }
+
+    /// Requests planned in the first `t` seconds of the window, as a real number: `N(t)`.
+    fn arrivals_by(&self, t: f64) -> f64 {
+        let span = self.span_s();
+        if self.is_constant() || span <= 0.0 {
+            return t * self.rate;
+        }
+        self.rate * t + (self.end_rate - self.rate) * t * t / (2.0 * span)
+    }
+
     /// Number of requests due in this window across all shards: every `i` with
-    /// `start + i/rate < end`.
+    /// `intended(i) < end`.
     pub fn planned(&self) -> u64 {
-        let span_s = (self.end_ns - self.start_ns) as f64 / 1e9;
-        let n = (span_s * self.rate).ceil() as u64;
+        let n = if self.is_constant() {
+            // Kept as it always was: the constant path is wrk2's exact count.
+            (self.span_s() * self.rate).ceil()
+        } else {
+            ((self.rate + self.end_rate) / 2.0 * self.span_s()).ceil()
+        };
+        if !n.is_finite() || n <= 0.0 {
+            return 0;
+        }
+        let n = n as u64;
         // Guard the float edge: the last request must still start before `end`.
         if n > 0 && self.intended_ns(n - 1) >= self.end_ns { n - 1 } else { n }
     }
 
     /// Intended send time of the window's request `i`.
     pub fn intended_ns(&self, i: u64) -> u64 {
-        self.start_ns + (i as f64 * 1e9 / self.rate) as u64
+        if self.is_constant() {
+            return self.start_ns.saturating_add((i as f64 * 1e9 / self.rate) as u64);
+        }
+        if i == 0 {
+            return self.start_ns;
+        }
+        let (r0, i_f) = (self.rate, i as f64);
+        // N(t) = r0·t + a·t² with a = (r1 − r0)/(2T); the root of a·t² + r0·t − i = 0 written
+        // as 2i / (r0 + √(r0² + 4a·i)) never subtracts nearly equal numbers, and the
+        // discriminant is ≥ r1² ≥ 0 for every i ≤ N(T) (clamped against rounding).
+        let a = (self.end_rate - r0) / (2.0 * self.span_s());
+        let disc = (r0 * r0 + 4.0 * a * i_f).max(0.0);
+        let denom = r0 + disc.sqrt();
+        // Only a window that plans nothing (both rates 0) or NaN rates get here.
+        if denom.is_nan() || denom <= 0.0 {
+            return self.end_ns;
+        }
+        let t_ns = 2.0 * i_f / denom * 1e9;
+        self.start_ns.saturating_add(if t_ns.is_finite() { t_ns as u64 } else { u64::MAX - self.start_ns })
+    }
+
+    /// Requests of this window whose intended time falls before `at_ns` (exact: agrees
+    /// with [`Window::intended_ns`] request by request).
+    fn planned_before(&self, at_ns: u64) -> u64 {
+        let planned = self.planned();
+        if at_ns <= self.start_ns {
+            return 0;
+        }
+        if at_ns >= self.end_ns {
+            return planned;
+        }
+        // First guess from N(t), then settle on the exact boundary.
+        let guess = self.arrivals_by((at_ns - self.start_ns) as f64 / 1e9).ceil();
+        let mut k = if guess.is_finite() && guess > 0.0 { (guess as u64).min(planned) } else { 0 };
+        while k > 0 && self.intended_ns(k - 1) >= at_ns {
+            k -= 1;
+        }
+        while k < planned && self.intended_ns(k) < at_ns {
+            k += 1;
+        }
+        k
+    }
+
+    /// Requests of this window (all shards) due in `[from_ns, to_ns)`.
+    pub fn planned_between(&self, from_ns: u64, to_ns: u64) -> u64 {
+        if from_ns >= to_ns {
+            return 0;
+        }
+        self.planned_before(to_ns) - self.planned_before(from_ns)
     }
 }
 
@@ -107,7 +202,29 @@ mod tests {
     use super::*;
 
     fn win(start_s: f64, end_s: f64, rate: f64) -> Window {
-        Window { start_ns: (start_s * 1e9) as u64, end_ns: (end_s * 1e9) as u64, rate }
+        Window::constant((start_s * 1e9) as u64, (end_s * 1e9) as u64, rate)
+    }
+
+    fn ramp(start_s: f64, end_s: f64, from: f64, to: f64) -> Window {
+        Window::ramp((start_s * 1e9) as u64, (end_s * 1e9) as u64, from, to)
+    }
+
+    /// Every request of `w`, checked against the closed form and the window's edges.
+    fn check_ramp(w: Window) -> Vec<u64> {
+        let n = w.planned();
+        let times: Vec<u64> = (0..n).map(|i| w.intended_ns(i)).collect();
+        assert!(times.windows(2).all(|p| p[0] < p[1]), "{w:?}: not strictly increasing");
+        assert!(times.iter().all(|&t| t >= w.start_ns && t < w.end_ns), "{w:?}: spills out");
+        // N(t_i) = i, to well under one request.
+        let span = (w.end_ns - w.start_ns) as f64 / 1e9;
+        for (i, &t) in times.iter().enumerate() {
+            let t = (t - w.start_ns) as f64 / 1e9;
+            let arrivals = w.rate * t + (w.end_rate - w.rate) * t * t / (2.0 * span);
+            assert!((arrivals - i as f64).abs() < 1e-3 * (1.0 + i as f64).sqrt(), "{w:?} i={i}: N = {arrivals}");
+        }
+        // The next request would start at or past the end.
+        assert!(w.intended_ns(n) >= w.end_ns || n == 0, "{w:?}: request {n} fits before the end");
+        times
     }
 
     fn drain(mut s: ShardSchedule) -> Vec<Due> {
@@ -150,6 +267,80 @@ mod tests {
         let all = drain(ShardSchedule::new(vec![w], 0, 1));
         assert_eq!(all.len(), 4);
         assert!(all.iter().all(|d| d.intended_ns < w.end_ns));
+    }
+
+    #[test]
+    fn ramps_are_exact_in_count_and_monotone() {
+        // Mean rate × span, rounded up: (0 + 100)/2 × 10 s = 500; (100 + 300)/2 × 2 s = 400.
+        assert_eq!(check_ramp(ramp(0.0, 10.0, 0.0, 100.0)).len(), 500);
+        assert_eq!(check_ramp(ramp(5.0, 7.0, 100.0, 300.0)).len(), 400);
+        // Ramps down, to zero, fractional totals.
+        assert_eq!(check_ramp(ramp(0.0, 4.0, 300.0, 100.0)).len(), 800);
+        assert_eq!(check_ramp(ramp(0.0, 2.0, 50.0, 0.0)).len(), 50);
+        assert_eq!(check_ramp(ramp(1.0, 1.5, 3.0, 7.0)).len(), 3);
+        assert_eq!(check_ramp(ramp(0.0, 3.0, 0.0, 0.0)).len(), 0);
+        // A long, fast ramp stays exact.
+        assert_eq!(check_ramp(ramp(0.0, 60.0, 1000.0, 50_000.0)).len(), 1_530_000);
+    }
+
+    #[test]
+    fn a_ramp_from_zero_starts_slowly_and_ends_at_its_rate() {
+        let w = ramp(0.0, 10.0, 0.0, 100.0);
+        // N(t) = 5 t²: request 5 is due at 1 s, request 125 at 5 s.
+        assert_eq!(w.intended_ns(0), 0);
+        assert_eq!(w.intended_ns(5), 1_000_000_000);
+        assert_eq!(w.intended_ns(125), 5_000_000_000);
+        // Near the end the gaps are 1/100 s.
+        let gap = w.intended_ns(499) - w.intended_ns(498);
+        assert!((9_990_000..=10_100_000).contains(&gap), "{gap}");
+    }
+
+    #[test]
+    fn a_ramp_between_equal_rates_is_the_constant_schedule() {
+        let c = win(0.0, 10.0, 2000.0);
+        assert_eq!(c, ramp(0.0, 10.0, 2000.0, 2000.0));
+        assert_eq!(c.planned(), 20_000);
+    }
+
+    #[test]
+    fn shards_partition_ramps_exactly() {
+        let windows =
+            vec![win(0.0, 1.0, 100.0), ramp(1.0, 2.0, 100.0, 500.0), win(2.0, 3.0, 500.0), ramp(3.0, 3.5, 500.0, 0.0)];
+        let whole = drain(ShardSchedule::new(windows.clone(), 0, 1));
+        assert_eq!(whole.len() as u64, windows.iter().map(Window::planned).sum::<u64>());
+        let mut merged: Vec<Due> = (0..4).flat_map(|k| drain(ShardSchedule::new(windows.clone(), k, 4))).collect();
+        merged.sort_by_key(|d| (d.intended_ns, d.phase, d.index));
+        assert_eq!(merged, whole);
+        for k in 0..4 {
+            let s = ShardSchedule::new(windows.clone(), k, 4);
+            let n = drain(s.clone()).iter().filter(|d| d.phase == 1).count() as u64;
+            assert_eq!(s.planned_in(1), n, "shard {k}");
+        }
+    }
+
+    #[test]
+    fn planned_between_agrees_with_the_schedule() {
+        for w in [win(0.0, 3.0, 333.0), ramp(0.5, 4.0, 0.0, 250.0), ramp(1.0, 2.0, 400.0, 10.0), win(2.0, 3.0, 3.3)] {
+            let times: Vec<u64> = (0..w.planned()).map(|i| w.intended_ns(i)).collect();
+            let cuts = [
+                0,
+                1,
+                250_000_000,
+                499_999_999,
+                500_000_000,
+                1_000_000_000,
+                1_700_000_001,
+                3_000_000_000,
+                5_000_000_000,
+            ];
+            for &a in &cuts {
+                for &b in &cuts {
+                    let expect = times.iter().filter(|&&t| t >= a && t < b).count() as u64;
+                    assert_eq!(w.planned_between(a, b), expect, "{w:?} [{a}, {b})");
+                }
+            }
+            assert_eq!(w.planned_between(0, u64::MAX), w.planned());
+        }
     }
 
     #[test]

@@ -1,14 +1,25 @@
 //! What the user asked for, in two stages (ripgrep's low-args → high-args):
 //!
-//! - [`Spec`]: the run as written (flags today, TOML scenarios later), validated value by
-//!   value, errors naming the flag at fault.
-//! - [`Plan`]: everything resolved — the target's socket address, the pre-encoded request,
-//!   the phases with absolute offsets and rates, the shard count.
+//! - [`Spec`]: the run as written — a TOML scenario file with the flags laid over it —
+//!   validated value by value, each error naming the flag or the file's `path:line:column`
+//!   and key at fault.
+//! - [`Plan`]: everything resolved — the target's socket address, the pre-encoded requests,
+//!   the phases (warm-up, ramps, holds) with absolute offsets and rates, the shard count.
 //!
-//! Nothing past this module sees clap types. It does not open sockets or read clocks.
+//! Inside: `file` reads TOML, `input` merges it with the flags keeping each value's origin,
+//! `values`, `profile` and `limits` check values, `spec` assembles them, `plan`
+//! resolves. Nothing past this module sees clap or serde types. It does not open sockets or
+//! read clocks. The file format is documented in `docs/scenario.md`.
 
+mod file;
+mod input;
+mod limits;
 mod plan;
+mod profile;
 mod spec;
+mod values;
 
+pub use limits::{CapacitySpec, DEFAULT_MARGIN, SloSpec, VerdictLimits};
 pub use plan::{Phase, PhaseKind, Plan, PlannedRequest, TargetAddr};
-pub use spec::{Profile, RequestSpec, Spec, Target, parse_duration};
+pub use profile::{MAX_STEPS, Profile, ProfileKind};
+pub use spec::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, RequestSpec, Spec, Target, parse_duration};

@@ -1,4 +1,9 @@
-//! [`Plan`]: a [`Spec`] with everything resolved — address, encoded request, phase windows.
+//! [`Plan`]: a [`Spec`] with everything resolved — address, encoded requests, phase windows.
+//!
+//! Phases are data: every profile becomes a list of back-to-back [`Phase`]s, each a
+//! warm-up, a ramp (rate changing linearly) or a hold (one rate, judged). Names are stable
+//! and readable: `warmup`, `main`, `soak`, `ramp`, `ramp to step 3`, `step 3`, and for a
+//! spike `base`, `spike` (ramp up), `peak`, `ramp down`, `recovery`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -6,7 +11,9 @@ use std::time::Duration;
 
 use hyper::Uri;
 
-use super::spec::{Profile, RequestSpec, Spec};
+use super::limits::{CapacitySpec, SloSpec, VerdictLimits};
+use super::profile::{Profile, ProfileKind};
+use super::spec::{RequestSpec, Spec};
 use crate::error::InputError;
 use crate::schedule::Window;
 
@@ -32,10 +39,10 @@ impl PhaseKind {
     }
 }
 
-/// One phase of the run: a window at one rate.
+/// One phase of the run: a window at one rate, or a ramp between two.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Phase {
-    /// Human name (`warmup`, `main`, `step 3`).
+    /// Human name (`warmup`, `main`, `ramp to step 3`, `step 3`, `peak`, …).
     pub name: String,
     /// What it is for.
     pub kind: PhaseKind,
@@ -43,17 +50,44 @@ pub struct Phase {
     pub start: Duration,
     /// Length.
     pub duration: Duration,
-    /// Requests per second.
+    /// Offered rate, requests per second: the phase's rate, or for a ramp its planned
+    /// requests ÷ its duration.
     pub rate: f64,
+    /// Rate at the phase's start (equal to `rate` unless a ramp).
+    pub start_rate: f64,
+    /// Rate at the phase's end (equal to `rate` unless a ramp).
+    pub end_rate: f64,
 }
 
 impl Phase {
+    /// A phase at one rate.
+    pub fn constant(name: impl Into<String>, kind: PhaseKind, start: Duration, duration: Duration, rate: f64) -> Phase {
+        Phase { name: name.into(), kind, start, duration, rate, start_rate: rate, end_rate: rate }
+    }
+
+    /// A ramp from `from` to `to`; its offered rate is what it plans to send ÷ its length.
+    pub fn ramp(name: impl Into<String>, start: Duration, duration: Duration, from: f64, to: f64) -> Phase {
+        let mut p = Phase {
+            name: name.into(),
+            kind: PhaseKind::Ramp,
+            start,
+            duration,
+            rate: 0.0,
+            start_rate: from,
+            end_rate: to,
+        };
+        let secs = duration.as_secs_f64();
+        p.rate = if secs > 0.0 { p.window().planned() as f64 / secs } else { 0.0 };
+        p
+    }
+
     /// The schedule window of this phase.
     pub fn window(&self) -> Window {
-        Window {
-            start_ns: self.start.as_nanos() as u64,
-            end_ns: (self.start + self.duration).as_nanos() as u64,
-            rate: self.rate,
+        let (start_ns, end_ns) = (self.start.as_nanos() as u64, (self.start + self.duration).as_nanos() as u64);
+        if self.kind == PhaseKind::Ramp {
+            Window::ramp(start_ns, end_ns, self.start_rate, self.end_rate)
+        } else {
+            Window::constant(start_ns, end_ns, self.rate)
         }
     }
 }
@@ -89,6 +123,8 @@ pub struct Plan {
     pub requests: Vec<PlannedRequest>,
     /// Reuse connections.
     pub keepalive: bool,
+    /// Stop sending when the target collapses (analysis::live decides).
+    pub emergency_stop: bool,
     /// Phases in time order, back to back from offset zero.
     pub phases: Vec<Phase>,
     /// Keep-alive connections across all shards.
@@ -105,12 +141,20 @@ pub struct Plan {
     pub out: Option<PathBuf>,
     /// Line-per-second progress.
     pub plain: bool,
+    /// The profile's shape.
+    pub kind: ProfileKind,
+    /// Break criteria as written (`[slo]`).
+    pub slo: SloSpec,
+    /// Verdict limits (`[verdict]`).
+    pub verdict: VerdictLimits,
+    /// Repeats and the capacity plan.
+    pub capacity: CapacitySpec,
 }
 
 impl Plan {
     /// Resolve `spec` against `url` (the user's, or the built-in target's).
     pub fn resolve(spec: &Spec, url: &str) -> Result<Plan, InputError> {
-        let (addr, host, path) = resolve_url(url)?;
+        let (addr, host, path) = resolve_url(url, &spec.url_key)?;
         let requests = spec
             .requests
             .iter()
@@ -129,6 +173,7 @@ impl Plan {
             target: TargetAddr { url: url.to_string(), addr },
             requests,
             keepalive: spec.keepalive,
+            emergency_stop: spec.emergency_stop,
             phases,
             connections: spec.connections,
             threads,
@@ -137,7 +182,21 @@ impl Plan {
             probes: spec.probes,
             out: spec.out.clone(),
             plain: spec.plain,
+            kind: spec.profile.kind(),
+            slo: spec.slo.clone(),
+            verdict: spec.verdict.clone(),
+            capacity: spec.capacity.clone(),
         })
+    }
+
+    /// The profile's shape (a soak run is tagged here; its phases are a plain hold).
+    pub fn profile_kind(&self) -> ProfileKind {
+        self.kind
+    }
+
+    /// Highest rate any phase reaches.
+    pub fn peak_rate(&self) -> f64 {
+        self.phases.iter().map(|p| p.start_rate.max(p.end_rate)).fold(0.0, f64::max)
     }
 
     /// Total planned length of the run.
@@ -184,29 +243,66 @@ fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
+/// The phases of `spec`, back to back from offset zero: warm-up (if any), then the profile.
 fn phases(spec: &Spec) -> Vec<Phase> {
-    let holds: Vec<(String, f64, Duration)> = match &spec.profile {
-        Profile::Constant { rate, duration } => vec![("main".to_string(), *rate, *duration)],
-        Profile::Step { rates, hold } => {
-            rates.iter().enumerate().map(|(i, &r)| (format!("step {}", i + 1), r, *hold)).collect()
-        }
-    };
-    let mut out = Vec::with_capacity(holds.len() + 1);
-    let mut at = Duration::ZERO;
+    let mut b = Phases::default();
     if !spec.warmup.is_zero() {
-        let rate = holds[0].1;
-        out.push(Phase { name: "warmup".into(), kind: PhaseKind::Warmup, start: at, duration: spec.warmup, rate });
-        at += spec.warmup;
+        let rate = spec.warmup_rate.unwrap_or_else(|| spec.profile.first_rate());
+        b.hold("warmup", PhaseKind::Warmup, spec.warmup, rate);
     }
-    for (name, rate, duration) in holds {
-        out.push(Phase { name, kind: PhaseKind::Hold, start: at, duration, rate });
-        at += duration;
+    match &spec.profile {
+        Profile::Constant { rate, duration } => b.hold("main", PhaseKind::Hold, *duration, *rate),
+        Profile::Soak { rate, duration } => b.hold("soak", PhaseKind::Hold, *duration, *rate),
+        Profile::Ramp { from, to, duration } => {
+            b.ramp("ramp", *duration, *from, *to);
+        }
+        Profile::Step { rates, hold, ramp } | Profile::Breakpoint { rates, hold, ramp } => {
+            for (i, &rate) in rates.iter().enumerate() {
+                // Each step: a ramp from the previous phase's rate (0 at the run's start),
+                // tagged apart, then the hold that is judged.
+                b.ramp(&format!("ramp to step {}", i + 1), *ramp, b.rate, rate);
+                b.hold(&format!("step {}", i + 1), PhaseKind::Hold, *hold, rate);
+            }
+        }
+        Profile::Spike { base, peak, base_hold, ramp_up, peak_hold, ramp_down, recovery } => {
+            b.hold("base", PhaseKind::Hold, *base_hold, *base);
+            b.ramp("spike", *ramp_up, *base, *peak);
+            b.hold("peak", PhaseKind::Hold, *peak_hold, *peak);
+            b.ramp("ramp down", *ramp_down, *peak, *base);
+            b.hold("recovery", PhaseKind::Hold, *recovery, *base);
+        }
     }
-    out
+    b.out
 }
 
-fn resolve_url(url: &str) -> Result<(SocketAddr, String, String), InputError> {
-    let bad = |problem: String| InputError::new("--url", problem);
+/// Lays phases end to end.
+#[derive(Default)]
+struct Phases {
+    out: Vec<Phase>,
+    at: Duration,
+    /// Rate at the end of the last phase.
+    rate: f64,
+}
+
+impl Phases {
+    fn hold(&mut self, name: &str, kind: PhaseKind, duration: Duration, rate: f64) {
+        self.out.push(Phase::constant(name, kind, self.at, duration, rate));
+        self.at += duration;
+        self.rate = rate;
+    }
+
+    /// A ramp to `to`; none when `duration` is zero (the rate jumps).
+    fn ramp(&mut self, name: &str, duration: Duration, from: f64, to: f64) {
+        if !duration.is_zero() {
+            self.out.push(Phase::ramp(name, self.at, duration, from, to));
+            self.at += duration;
+        }
+        self.rate = to;
+    }
+}
+
+fn resolve_url(url: &str, key: &str) -> Result<(SocketAddr, String, String), InputError> {
+    let bad = |problem: String| InputError::new(key, problem);
     let uri: Uri = url.parse().map_err(|e| bad(format!("{url:?} is not a URL ({e})")))?;
     match uri.scheme_str() {
         Some("http") => {}
@@ -284,10 +380,7 @@ mod tests {
     fn mix_is_smooth_and_exact() {
         let mut p = plan(|_| {}).unwrap();
         let template = p.requests[0].clone();
-        p.requests = [5, 1, 1]
-            .iter()
-            .map(|&weight| PlannedRequest { weight, ..template.clone() })
-            .collect();
+        p.requests = [5, 1, 1].iter().map(|&weight| PlannedRequest { weight, ..template.clone() }).collect();
         let mix = p.mix();
         assert_eq!(mix.len(), 7);
         assert_eq!(mix.iter().filter(|&&i| i == 0).count(), 5);
@@ -298,6 +391,7 @@ mod tests {
     #[test]
     fn warmup_then_steps_back_to_back() {
         let p = plan(|a| {
+            a.rate = None;
             a.steps = Some(vec![10.0, 20.0]);
             a.hold = Some("3s".into());
             a.warmup = Some("1s".into());
@@ -330,5 +424,141 @@ mod tests {
             let e = plan(|a| a.url = Some(url.into())).unwrap_err();
             assert_eq!(e.key, "--url", "{url}: {e}");
         }
+    }
+
+    fn shape(p: &Plan) -> Vec<(String, PhaseKind, u64, f64, f64)> {
+        p.phases
+            .iter()
+            .map(|ph| (ph.name.clone(), ph.kind, ph.start.as_millis() as u64, ph.start_rate, ph.end_rate))
+            .collect()
+    }
+
+    fn named(v: &[(&str, PhaseKind, u64, f64, f64)]) -> Vec<(String, PhaseKind, u64, f64, f64)> {
+        v.iter().map(|&(n, k, s, a, b)| (n.to_string(), k, s, a, b)).collect()
+    }
+
+    use PhaseKind::{Hold, Ramp, Warmup};
+
+    #[test]
+    fn steps_with_ramps_are_ramp_then_hold() {
+        let p = plan(|a| {
+            a.rate = None;
+            a.steps = Some(vec![100.0, 200.0]);
+            a.hold = Some("1s".into());
+            a.ramp = Some("500ms".into());
+            a.warmup = Some("2s".into());
+            a.warmup_rate = Some(20.0);
+        })
+        .unwrap();
+        assert_eq!(
+            shape(&p),
+            named(&[
+                ("warmup", Warmup, 0, 20.0, 20.0),
+                ("ramp to step 1", Ramp, 2000, 20.0, 100.0),
+                ("step 1", Hold, 2500, 100.0, 100.0),
+                ("ramp to step 2", Ramp, 3500, 100.0, 200.0),
+                ("step 2", Hold, 4000, 200.0, 200.0),
+            ])
+        );
+        // A ramp's offered rate is what it plans ÷ its length: (20 + 100)/2 = 60/s.
+        assert_eq!(p.phases[1].rate, 60.0);
+        assert_eq!(p.phases[1].window().planned(), 30);
+        assert_eq!(p.duration(), Duration::from_secs(5));
+        assert_eq!(p.profile_kind(), ProfileKind::Step);
+        assert_eq!(p.peak_rate(), 200.0);
+    }
+
+    #[test]
+    fn first_ramp_starts_from_zero_without_warmup() {
+        let p = plan(|a| {
+            a.rate = None;
+            a.profile = Some("breakpoint".into());
+            a.step_start = Some(100.0);
+            a.step_increment = Some(100.0);
+            a.step_count = Some(3);
+            a.hold = Some("2s".into());
+            a.ramp = Some("1s".into());
+        })
+        .unwrap();
+        let s = shape(&p);
+        assert_eq!(s[0], ("ramp to step 1".to_string(), Ramp, 0, 0.0, 100.0));
+        assert_eq!(s.len(), 6);
+        assert_eq!(s[5], ("step 3".to_string(), Hold, 7000, 300.0, 300.0));
+        assert_eq!(p.profile_kind(), ProfileKind::Breakpoint);
+    }
+
+    #[test]
+    fn spike_phases_are_named_for_the_analysis() {
+        let p = plan(|a| {
+            a.profile = Some("spike".into());
+            a.peak_rate = Some(500.0);
+            a.duration = Some("10s".into());
+            a.ramp = Some("2s".into());
+            a.hold = Some("5s".into());
+        })
+        .unwrap();
+        assert_eq!(
+            shape(&p),
+            named(&[
+                ("base", Hold, 0, 100.0, 100.0),
+                ("spike", Ramp, 10_000, 100.0, 500.0),
+                ("peak", Hold, 12_000, 500.0, 500.0),
+                ("ramp down", Ramp, 17_000, 500.0, 100.0),
+                ("recovery", Hold, 19_000, 100.0, 100.0),
+            ])
+        );
+        assert_eq!(p.duration(), Duration::from_secs(29));
+        assert_eq!(p.phases[1].rate, 300.0);
+    }
+
+    #[test]
+    fn ramp_soak_and_constant_are_one_phase() {
+        let p = plan(|a| {
+            a.profile = Some("ramp".into());
+            a.from_rate = Some(10.0);
+            a.duration = Some("4s".into());
+        })
+        .unwrap();
+        assert_eq!(shape(&p), named(&[("ramp", Ramp, 0, 10.0, 100.0)]));
+        assert_eq!(p.phases[0].window().planned(), 220);
+        assert_eq!(p.phases[0].rate, 55.0);
+        let p = plan(|a| {
+            a.profile = Some("soak".into());
+            a.duration = Some("2h".into());
+            a.warmup = Some("1m".into());
+        })
+        .unwrap();
+        assert_eq!(shape(&p), named(&[("warmup", Warmup, 0, 100.0, 100.0), ("soak", Hold, 60_000, 100.0, 100.0)]));
+        assert_eq!(p.profile_kind(), ProfileKind::Soak);
+        let p = plan(|_| {}).unwrap();
+        assert_eq!(shape(&p), named(&[("main", Hold, 0, 100.0, 100.0)]));
+        assert_eq!(p.profile_kind(), ProfileKind::Constant);
+    }
+
+    #[test]
+    fn zero_ramps_are_left_out() {
+        let p = plan(|a| {
+            a.rate = None;
+            a.steps = Some(vec![100.0, 200.0]);
+            a.ramp = Some("0s".into());
+        })
+        .unwrap();
+        assert!(p.phases.iter().all(|ph| ph.kind == Hold));
+    }
+
+    #[test]
+    fn the_demo_plan_is_unchanged() {
+        let spec = Spec::from_run_args(&RunArgs::default()).unwrap();
+        let p = Plan::resolve(&spec, "http://127.0.0.1:9/").unwrap();
+        assert_eq!(
+            shape(&p),
+            named(&[
+                ("warmup", Warmup, 0, 500.0, 500.0),
+                ("step 1", Hold, 2000, 500.0, 500.0),
+                ("step 2", Hold, 5000, 1000.0, 1000.0),
+                ("step 3", Hold, 8000, 2000.0, 2000.0),
+                ("step 4", Hold, 11_000, 4000.0, 4000.0),
+            ])
+        );
     }
 }

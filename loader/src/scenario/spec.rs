@@ -1,8 +1,21 @@
-//! [`Spec`]: a run as the user wrote it, each value checked on its own.
+//! [`Spec`]: a run as the user wrote it — scenario file and flags merged, flags winning —
+//! each value checked on its own and reported against where it was written.
+//!
+//! The file is read by [`super::file`], the flags laid over it by [`super::input`]; this
+//! module turns that [`Raw`] into typed values. Profiles are checked in [`super::profile`],
+//! the criteria and limits in [`super::limits`]. Nothing is resolved here (no DNS, no
+//! phases): that is [`super::Plan`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use hyper::Uri;
+
+use super::file;
+use super::input::{Given, Origin, Raw, RawRequest};
+use super::limits::{CapacitySpec, SloSpec, VerdictLimits};
+use super::profile::{self, Profile};
+use super::values::{count, duration, duration_at_most, positive_duration, rate};
 use crate::cli::RunArgs;
 use crate::error::InputError;
 
@@ -13,25 +26,6 @@ pub enum Target {
     Url(String),
     /// The built-in target, started inside this process (the demo).
     BuiltIn,
-}
-
-/// The load shape.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Profile {
-    /// One rate for `duration`.
-    Constant {
-        /// Requests per second.
-        rate: f64,
-        /// Measured length.
-        duration: Duration,
-    },
-    /// Several rates, each held for `hold`.
-    Step {
-        /// Requests per second of each step, in order.
-        rates: Vec<f64>,
-        /// Hold time of each step.
-        hold: Duration,
-    },
 }
 
 /// One kind of request to send; a run mixes them by weight.
@@ -54,8 +48,12 @@ pub struct RequestSpec {
 /// A validated run request.
 #[derive(Debug, Clone)]
 pub struct Spec {
+    /// The scenario file, when the run came from one.
+    pub scenario: Option<PathBuf>,
     /// Where the load goes.
     pub target: Target,
+    /// How to name the URL in a resolution error (`--url` or `file:line:col: target.url`).
+    pub url_key: String,
     /// What is sent: one or more requests, mixed by weight.
     pub requests: Vec<RequestSpec>,
     /// Reuse connections (HTTP keep-alive); `false` closes after every response, from the
@@ -63,8 +61,10 @@ pub struct Spec {
     pub keepalive: bool,
     /// The load shape after warm-up.
     pub profile: Profile,
-    /// Warm-up at the first rate, reported apart.
+    /// Warm-up before the profile, reported apart.
     pub warmup: Duration,
+    /// Rate of the warm-up (`None`: the profile's first non-zero rate).
+    pub warmup_rate: Option<f64>,
     /// Keep-alive connections across all shards.
     pub connections: usize,
     /// Shard threads; `None` = one per CPU this process may use.
@@ -73,8 +73,16 @@ pub struct Spec {
     pub timeout: Duration,
     /// Wake-up window override (`None`: the engine's default for the rate).
     pub wake_window: Option<Duration>,
+    /// Break criteria (`[slo]`).
+    pub slo: SloSpec,
+    /// Verdict limits (`[verdict]`).
+    pub verdict: VerdictLimits,
+    /// Repeats and the capacity plan.
+    pub capacity: CapacitySpec,
     /// Load the eBPF probes.
     pub probes: bool,
+    /// Stop sending when the target collapses.
+    pub emergency_stop: bool,
     /// Output directory.
     pub out: Option<PathBuf>,
     /// Line-per-second progress instead of a status line.
@@ -85,46 +93,28 @@ pub struct Spec {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default pool size.
 pub const DEFAULT_CONNECTIONS: usize = 64;
-/// Highest rate accepted, a guard against typos (10 M req/s is beyond any single host).
-const MAX_RATE: f64 = 10_000_000.0;
+/// Most requests in one mix.
+const MAX_REQUESTS: usize = 1000;
 
-/// Parse a humantime duration (`10s`, `1m30s`, `250ms`), naming `key` on error.
-pub fn parse_duration(key: &str, text: &str) -> Result<Duration, InputError> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| InputError::new(key, format!("expected a duration like 10s or 250ms, got {text:?} ({e})")))
-}
+pub use super::values::parse_duration;
 
-fn check_rate(key: &str, rate: f64) -> Result<f64, InputError> {
-    if !rate.is_finite() || rate <= 0.0 {
-        return Err(InputError::new(key, format!("rate must be a positive number, got {rate}")));
-    }
-    if rate > MAX_RATE {
-        return Err(InputError::new(key, format!("rate {rate} is above the {MAX_RATE} req/s limit")));
-    }
-    Ok(rate)
-}
-
-fn positive(key: &str, d: Duration) -> Result<Duration, InputError> {
-    if d.is_zero() {
-        return Err(InputError::new(key, "must be longer than zero"));
-    }
-    Ok(d)
-}
-
-fn parse_header(text: &str) -> Result<(String, String), InputError> {
-    let (name, value) = text
-        .split_once(':')
-        .ok_or_else(|| InputError::new("--header", format!("expected `Name: value`, got {text:?}")))?;
+fn check_header(g: &Given<impl Sized>, name: &str, value: &str) -> Result<(String, String), InputError> {
     let name = name.trim();
     let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if !valid {
-        return Err(InputError::new("--header", format!("invalid header name {name:?}")));
+        return Err(g.err(format!("invalid header name {name:?}")));
     }
     let value = value.trim();
-    if value.bytes().any(|b| b == b'\r' || b == b'\n') {
-        return Err(InputError::new("--header", format!("header {name} has a line break in its value")));
+    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(g.err(format!("header {name} has a line break in its value")));
     }
     Ok((name.to_string(), value.to_string()))
+}
+
+fn parse_header(g: &Given<String>) -> Result<(String, String), InputError> {
+    let (name, value) =
+        g.value.split_once(':').ok_or_else(|| g.err(format!("expected `Name: value`, got {:?}", g.value)))?;
+    check_header(g, name, value)
 }
 
 /// The path part of a URL, for naming (`/` when there is none).
@@ -133,112 +123,156 @@ fn url_path(url: &str) -> &str {
     rest.find('/').map_or("/", |i| &rest[i..])
 }
 
+fn method(g: Option<&Given<String>>) -> Result<String, InputError> {
+    let Some(g) = g else { return Ok("GET".to_string()) };
+    let m = g.value.trim().to_ascii_uppercase();
+    if m.is_empty() || m.len() > 32 || !m.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Err(g.err(format!("invalid method {:?}", g.value)));
+    }
+    Ok(m)
+}
+
+/// Check the URL's shape (resolution waits for the plan).
+fn check_url(g: &Given<String>) -> Result<(), InputError> {
+    let uri: Uri = g.value.parse().map_err(|e| g.err(format!("{:?} is not a URL ({e})", g.value)))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => return Err(g.err("https is not supported yet (plain http only)")),
+        Some(other) => return Err(g.err(format!("unsupported scheme {other:?}; expected http"))),
+        None => return Err(g.err(format!("{:?} has no scheme; write http://host:port/path", g.value))),
+    }
+    if uri.authority().is_none() {
+        return Err(g.err(format!("{:?} has no host", g.value)));
+    }
+    Ok(())
+}
+
 impl Spec {
-    /// Validate `loader run` flags.
+    /// Validate `loader run`: its scenario file (if any) with the flags laid over it.
     pub fn from_run_args(args: &RunArgs) -> Result<Spec, InputError> {
-        if let Some(path) = &args.scenario {
-            return Err(InputError::new(
-                path.display().to_string(),
-                "scenario files are not supported yet; use flags (see `loader run --help`)",
-            ));
+        let mut raw = match &args.scenario {
+            Some(path) => file::load(path)?,
+            None => Raw::default(),
+        };
+        raw.overlay_flags(args);
+        let mut spec = Spec::from_raw(&raw)?;
+        spec.emergency_stop = !args.no_emergency_stop;
+        Ok(spec)
+    }
+
+    /// Validate scenario text as if it were a file named `name`, with `args` laid over it.
+    pub fn from_scenario_text(name: &str, text: &str, args: &RunArgs) -> Result<Spec, InputError> {
+        let mut raw = file::parse(name, text)?;
+        raw.overlay_flags(args);
+        Spec::from_raw(&raw)
+    }
+
+    fn from_raw(raw: &Raw) -> Result<Spec, InputError> {
+        if let Some(url) = &raw.url {
+            check_url(url)?;
         }
-        let target = match &args.url {
-            Some(url) => Target::Url(url.clone()),
+        let target = match &raw.url {
+            Some(url) => Target::Url(url.value.clone()),
             None => Target::BuiltIn,
         };
-        let demo = target == Target::BuiltIn;
+        let demo = raw.url.is_none() && raw.file.is_none();
 
-        let duration = args.duration.as_deref().map(|d| parse_duration("--duration", d)).transpose()?;
-        let hold = args.hold.as_deref().map(|d| parse_duration("--hold", d)).transpose()?;
-        let profile_name = match (&args.profile, &args.steps) {
-            (Some(p), _) => p.to_ascii_lowercase(),
-            (None, Some(_)) => "step".to_string(),
-            (None, None) if demo && args.rate.is_none() => "step".to_string(),
-            (None, None) => "constant".to_string(),
-        };
-        let profile = match profile_name.as_str() {
-            "constant" => {
-                if args.steps.is_some() {
-                    return Err(InputError::new("--steps", "only applies to --profile step"));
-                }
-                let rate = match args.rate {
-                    Some(r) => check_rate("--rate", r)?,
-                    None => return Err(InputError::new("--rate", "required with --url (requests per second)")),
-                };
-                let duration = positive("--duration", duration.or(hold).unwrap_or(Duration::from_secs(10)))?;
-                Profile::Constant { rate, duration }
-            }
-            "step" => {
-                let rates = match &args.steps {
-                    Some(r) if !r.is_empty() => r.clone(),
-                    Some(_) => return Err(InputError::new("--steps", "needs at least one rate")),
-                    None if demo => vec![500.0, 1000.0, 2000.0, 4000.0],
-                    None => return Err(InputError::new("--steps", "required with --profile step, e.g. 100,200,300")),
-                };
-                for &r in &rates {
-                    check_rate("--steps", r)?;
-                }
-                let default_hold = if demo { Duration::from_secs(3) } else { Duration::from_secs(20) };
-                let hold = positive("--hold", hold.or(duration).unwrap_or(default_hold))?;
-                Profile::Step { rates, hold }
-            }
-            other @ ("spike" | "soak" | "breakpoint" | "ramp") => {
-                return Err(InputError::new("--profile", format!("{other} is not supported yet (constant, step)")));
-            }
-            other => {
-                return Err(InputError::new(
-                    "--profile",
-                    format!("unknown profile {other:?}; expected constant or step"),
-                ));
-            }
-        };
-
+        let profile = profile::from_raw(raw, demo)?;
+        let p = &raw.profile;
         let default_warmup = if demo { Duration::from_secs(2) } else { Duration::ZERO };
-        let warmup =
-            args.warmup.as_deref().map(|d| parse_duration("--warmup", d)).transpose()?.unwrap_or(default_warmup);
+        let warmup = p.warmup.as_ref().map_or(Ok(default_warmup), duration)?;
+        let warmup_rate = p.warmup_rate.as_ref().map(rate).transpose()?;
 
-        let connections = args.connections.unwrap_or(DEFAULT_CONNECTIONS);
-        if connections == 0 {
-            return Err(InputError::new("--connections", "must be at least 1"));
-        }
-        if connections > 1_000_000 {
-            return Err(InputError::new("--connections", format!("{connections} is above the 1000000 limit")));
-        }
-        if args.threads == Some(0) {
-            return Err(InputError::new("--threads", "must be at least 1"));
-        }
-        let timeout =
-            args.timeout.as_deref().map(|d| parse_duration("--timeout", d)).transpose()?.unwrap_or(DEFAULT_TIMEOUT);
-        positive("--timeout", timeout)?;
-
-        let method = args.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
-        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-            return Err(InputError::new("--method", format!("invalid method {method:?}")));
-        }
-        let headers = args.headers.iter().map(|h| parse_header(h)).collect::<Result<Vec<_>, _>>()?;
+        let connections =
+            raw.connections.as_ref().map_or(Ok(DEFAULT_CONNECTIONS as u64), |g| count(g, 1, 1_000_000))?;
+        let threads = raw.threads.as_ref().map(|g| count(g, 1, 4096)).transpose()?;
+        let timeout = raw.timeout.as_ref().map_or(Ok(DEFAULT_TIMEOUT), |g| {
+            positive_duration(g)?;
+            duration_at_most(g, Duration::from_secs(3600), "1 hour")
+        })?;
+        let wake_window =
+            raw.wake_window.as_ref().map(|g| duration_at_most(g, Duration::from_secs(1), "1 second")).transpose()?;
 
         Ok(Spec {
+            scenario: raw.file.clone(),
+            url_key: raw.url.as_ref().map_or_else(|| "--url".to_string(), |g| g.origin.label()),
+            requests: requests(raw)?,
             target,
-            requests: vec![RequestSpec {
-                name: format!("{method} {}", args.url.as_deref().map(url_path).unwrap_or("/")),
-                path: None,
-                weight: 1,
-                method,
-                headers,
-                body: args.body.clone().map(String::into_bytes),
-            }],
-            keepalive: !args.no_keepalive,
+            keepalive: raw.keepalive.as_ref().is_none_or(|g| g.value),
             profile,
             warmup,
-            connections,
-            threads: args.threads,
+            warmup_rate,
+            connections: connections as usize,
+            threads: threads.map(|t| t as usize),
             timeout,
-            wake_window: args.wake_window.as_deref().map(|d| parse_duration("--wake-window", d)).transpose()?,
-            probes: !args.no_probes,
-            out: args.out.clone(),
-            plain: args.plain,
+            wake_window,
+            slo: SloSpec::from_raw(&raw.slo)?,
+            verdict: VerdictLimits::from_raw(&raw.verdict)?,
+            capacity: CapacitySpec::from_raw(raw)?,
+            probes: raw.probes.as_ref().is_none_or(|g| g.value),
+            emergency_stop: true,
+            out: raw.out.as_ref().map(|g| g.value.clone()),
+            plain: raw.plain.as_ref().is_some_and(|g| g.value),
         })
     }
+}
+
+/// The request mix: the file's `[[request]]` entries (or one request from the flags), with
+/// `--method`, `--body` and `--header` applied to every one.
+fn requests(raw: &Raw) -> Result<Vec<RequestSpec>, InputError> {
+    let entries = if raw.requests.is_empty() { vec![RawRequest::default()] } else { raw.requests.clone() };
+    if entries.len() > MAX_REQUESTS {
+        let at = entries[MAX_REQUESTS].at.as_ref().map(Origin::label).unwrap_or_default();
+        return Err(InputError::new(at, format!("more than {MAX_REQUESTS} [[request]] entries")));
+    }
+    let flag_headers = raw.headers.iter().map(parse_header).collect::<Result<Vec<_>, _>>()?;
+    let url_path = raw.url.as_ref().map(|g| url_path(&g.value)).unwrap_or("/");
+    let mut out: Vec<RequestSpec> = Vec::with_capacity(entries.len());
+    let mut names: Vec<(String, Option<&Origin>)> = Vec::new();
+    for entry in &entries {
+        let method = method(raw.method.as_ref().or(entry.method.as_ref()))?;
+        let path = match &entry.path {
+            Some(g) => {
+                let path = g.value.trim();
+                if !path.starts_with('/') || path.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+                    return Err(g.err(format!("expected a path like /api/items?id=1, got {:?}", g.value)));
+                }
+                Some(path.to_string())
+            }
+            None => None,
+        };
+        let mut headers = match &entry.headers {
+            Some(g) => g.value.iter().map(|(n, v)| check_header(g, n, v)).collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
+        };
+        for (name, value) in &flag_headers {
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            headers.push((name.clone(), value.clone()));
+        }
+        let weight = entry.weight.as_ref().map_or(Ok(1), |g| count(g, 1, 1_000_000))? as u32;
+        let name = match &entry.name {
+            Some(g) => {
+                let n = g.value.trim();
+                if n.is_empty() || n.chars().any(char::is_control) {
+                    return Err(g.err("a request name must be non-empty text on one line"));
+                }
+                n.to_string()
+            }
+            None => format!("{method} {}", path.as_deref().unwrap_or(url_path)),
+        };
+        let origin = entry.name.as_ref().map(|g| &g.origin).or(entry.at.as_ref());
+        if names.iter().any(|(n, _)| *n == name) {
+            let at = origin.map(Origin::label).unwrap_or_else(|| "request".to_string());
+            return Err(InputError::new(
+                at,
+                format!("duplicate request name {name:?}; give each request its own name"),
+            ));
+        }
+        names.push((name.clone(), origin));
+        let body = raw.body.as_ref().or(entry.body.as_ref()).map(|g| g.value.clone().into_bytes());
+        out.push(RequestSpec { name, path, weight, method, headers, body });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -285,16 +319,301 @@ mod tests {
         assert!(err(args(|a| a.method = Some("GE T".into()))).starts_with("--method:"));
         assert!(
             err(args(|a| {
+                a.rate = None;
                 a.profile = Some("step".into());
                 a.steps = Some(vec![100.0, 0.0]);
             }))
             .starts_with("--steps:")
         );
+        assert!(err(args(|a| a.steps = Some(vec![100.0, 200.0]))).starts_with("--rate: does not apply to the step"));
+        assert!(err(args(|a| a.repeat = Some(0))).starts_with("--repeat:"));
+        assert!(err(args(|a| a.margin = Some(1.5))).starts_with("--margin:"));
+        assert!(err(args(|a| a.peak = Some(-1.0))).starts_with("--peak:"));
+        assert!(err(args(|a| a.error_budget = Some("120%".into()))).starts_with("--error-budget:"));
+        assert!(err(args(|a| a.slo_p95 = Some("fast".into()))).starts_with("--slo-p95:"));
+        assert!(err(args(|a| a.slo_p99 = Some("0ms".into()))).starts_with("--slo-p99:"));
+        assert!(err(args(|a| a.ramp = Some("1s".into()))).starts_with("--ramp: does not apply to the constant"));
+        assert!(err(args(|a| a.url = Some("ftp://x/".into()))).starts_with("--url:"));
+        let step = |f: fn(&mut RunArgs)| {
+            err(args(|a| {
+                a.rate = None;
+                a.profile = Some("breakpoint".into());
+                f(a);
+            }))
+        };
+        fn arith(a: &mut RunArgs, start: f64, inc: f64) {
+            a.step_start = Some(start);
+            a.step_increment = Some(inc);
+        }
+        assert!(step(|a| arith(a, 100.0, 0.0)).starts_with("--step-increment: a breakpoint run steps up"));
+        assert!(step(|a| arith(a, 100.0, 10.0)).starts_with("--step-increment: needs a step count or a max_rate"));
+        assert!(
+            step(|a| {
+                arith(a, 100.0, 1.0);
+                a.step_count = Some(5000);
+            })
+            .starts_with("--step-count: 5000 is above")
+        );
+        assert!(step(|a| a.step_start = Some(100.0)).starts_with("--step-start: needs an increment too"));
+        assert!(step(|a| a.max_rate = Some(100.0)).starts_with("--steps: required"));
+        assert!(
+            step(|a| {
+                arith(a, 100.0, 100.0);
+                a.max_rate = Some(50.0);
+            })
+            .starts_with("--max-rate: max_rate 50 is below")
+        );
+    }
+
+    #[test]
+    fn every_profile_from_flags() {
+        let ok = |f: fn(&mut RunArgs)| Spec::from_run_args(&args(f)).unwrap().profile;
+        assert_eq!(
+            ok(|a| {
+                a.rate = None;
+                a.step_start = Some(100.0);
+                a.step_increment = Some(50.0);
+                a.step_count = Some(3);
+                a.ramp = Some("500ms".into());
+            }),
+            Profile::Step {
+                rates: vec![100.0, 150.0, 200.0],
+                hold: Duration::from_secs(20),
+                ramp: Duration::from_millis(500)
+            }
+        );
+        assert_eq!(
+            ok(|a| {
+                a.rate = None;
+                a.profile = Some("breakpoint".into());
+                a.step_start = Some(100.0);
+                a.step_increment = Some(100.0);
+                a.max_rate = Some(450.0);
+                a.hold = Some("5s".into());
+            }),
+            Profile::Breakpoint {
+                rates: vec![100.0, 200.0, 300.0, 400.0],
+                hold: Duration::from_secs(5),
+                ramp: Duration::ZERO
+            }
+        );
+        assert_eq!(
+            ok(|a| {
+                a.profile = Some("ramp".into());
+                a.duration = Some("30s".into());
+            }),
+            Profile::Ramp { from: 0.0, to: 100.0, duration: Duration::from_secs(30) }
+        );
+        assert!(
+            matches!(ok(|a| a.profile = Some("soak".into())), Profile::Soak { rate: 100.0, duration } if duration.as_secs() == 3600)
+        );
+        let Profile::Spike { base, peak, ramp_up, ramp_down, .. } = ok(|a| {
+            a.profile = Some("spike".into());
+            a.ramp = Some("2s".into());
+        }) else {
+            panic!("not a spike")
+        };
+        assert_eq!((base, peak, ramp_up, ramp_down), (100.0, 400.0, Duration::from_secs(2), Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn slo_repeat_and_capacity_flags_are_kept() {
+        let s = Spec::from_run_args(&args(|a| {
+            a.slo_p95 = Some("200ms".into());
+            a.error_budget = Some("1%".into());
+            a.repeat = Some(3);
+            a.margin = Some(0.6);
+            a.peak = Some(12000.0);
+        }))
+        .unwrap();
+        assert_eq!(s.slo.p95, Some(Duration::from_millis(200)));
+        assert_eq!(s.slo.error_budget, Some(0.01));
+        assert_eq!(s.slo.p99, None);
+        assert_eq!((s.capacity.repeat, s.capacity.margin, s.capacity.peak), (3, 0.6, Some(12000.0)));
+        assert_eq!(s.verdict, VerdictLimits::default());
     }
 
     #[test]
     fn headers_are_split_and_trimmed() {
         let s = Spec::from_run_args(&args(|a| a.headers = vec!["X-Test:  yes ".into()])).unwrap();
         assert_eq!(s.requests[0].headers, vec![("X-Test".to_string(), "yes".to_string())]);
+    }
+
+    fn file(text: &str) -> Result<Spec, InputError> {
+        Spec::from_scenario_text("s.toml", text, &RunArgs::default())
+    }
+
+    fn file_err(text: &str) -> String {
+        file(text).unwrap_err().to_string()
+    }
+
+    const STEPPED: &str = "[target]\nurl = \"http://127.0.0.1:1/\"\nconnections = 8\n\n[profile]\nkind = \"step\"\nsteps = [100, 200]\nhold = \"1s\"\nramp = \"500ms\"\n";
+
+    #[test]
+    fn a_file_makes_a_spec_and_flags_override_it() {
+        let s = file(STEPPED).unwrap();
+        assert_eq!(s.target, Target::Url("http://127.0.0.1:1/".into()));
+        assert_eq!(s.connections, 8);
+        assert_eq!(
+            s.profile,
+            Profile::Step { rates: vec![100.0, 200.0], hold: Duration::from_secs(1), ramp: Duration::from_millis(500) }
+        );
+        assert_eq!(s.warmup, Duration::ZERO, "a file is never the demo");
+        let flags = RunArgs {
+            connections: Some(4),
+            step_start: Some(10.0),
+            step_increment: Some(10.0),
+            step_count: Some(3),
+            hold: Some("2s".into()),
+            ..Default::default()
+        };
+        let s = Spec::from_scenario_text("s.toml", STEPPED, &flags).unwrap();
+        assert_eq!(s.connections, 4);
+        assert_eq!(
+            s.profile,
+            Profile::Step {
+                rates: vec![10.0, 20.0, 30.0],
+                hold: Duration::from_secs(2),
+                ramp: Duration::from_millis(500)
+            }
+        );
+        // --profile replaces the file's kind; the file's step keys are then set aside.
+        let flags = RunArgs { profile: Some("constant".into()), rate: Some(50.0), ..Default::default() };
+        let s = Spec::from_scenario_text("s.toml", STEPPED, &flags).unwrap();
+        assert_eq!(s.profile, Profile::Constant { rate: 50.0, duration: Duration::from_secs(10) });
+    }
+
+    #[test]
+    fn requests_from_the_file() {
+        let s = file(
+            "[[request]]\nname = \"list\"\npath = \"/items\"\nweight = 3\nheaders = { Accept = \"application/json\" }\n\
+             [[request]]\nmethod = \"post\"\npath = \"/items\"\nbody = \"{}\"\n[profile]\nrate = 10\n",
+        )
+        .unwrap();
+        assert_eq!(s.target, Target::BuiltIn);
+        assert_eq!(s.requests.len(), 2);
+        assert_eq!(s.requests[0].name, "list");
+        assert_eq!(s.requests[0].weight, 3);
+        assert_eq!(s.requests[0].headers, vec![("Accept".to_string(), "application/json".to_string())]);
+        assert_eq!(s.requests[1].name, "POST /items");
+        assert_eq!(s.requests[1].body.as_deref(), Some(&b"{}"[..]));
+    }
+
+    #[test]
+    fn semantic_errors_point_at_the_value() {
+        let cases = [
+            ("[profile]\nrate = -5\n", "s.toml:2:8: profile.rate: rate must be a positive number"),
+            ("[profile]\nrate = 10\nduration = \"ten\"\n", "s.toml:3:12: profile.duration: expected a duration"),
+            ("[profile]\nkind = \"zigzag\"\n", "s.toml:2:8: profile.kind: unknown profile"),
+            ("[profile]\nkind = \"step\"\nsteps = []\n", "s.toml:3:9: profile.steps: needs at least one rate"),
+            ("[profile]\nkind = \"step\"\nsteps = [100, 0]\n", "s.toml:3:9: profile.steps: step 2: rate must be"),
+            (
+                "[profile]\nkind = \"step\"\nsteps = [1]\nrate = 3\n",
+                "s.toml:4:8: profile.rate: does not apply to the step profile",
+            ),
+            ("[profile]\nkind = \"step\"\n", "s.toml:1:1: profile.steps: required"),
+            ("[target]\nurl = \"http://x/\"\n", "s.toml:1:1: profile.rate: required"),
+            (
+                "[profile]\nkind = \"spike\"\nrate = 100\npeak_rate = 50\n",
+                "s.toml:4:13: profile.peak_rate: the peak (50) must be above",
+            ),
+            ("[profile]\nkind = \"ramp\"\nrate = 0\n", "s.toml:3:8: profile.rate: a ramp from 0 to 0"),
+            (
+                "[profile]\nkind = \"soak\"\nrate = 1\nduration = \"40days\"\n",
+                "s.toml:4:12: profile.duration: 40days is longer",
+            ),
+            (
+                "[profile]\nkind = \"step\"\nsteps = [1]\nhold = \"0s\"\n",
+                "s.toml:4:8: profile.hold: must be longer than zero",
+            ),
+            ("[profile]\nrate = 1\nrepeat = 0\n", "s.toml:3:10: profile.repeat: must be at least 1"),
+            (
+                "[target]\nurl = \"localhost:80\"\n[profile]\nrate = 1\n",
+                "s.toml:2:7: target.url: \"localhost:80\" has no scheme",
+            ),
+            ("[target]\nconnections = 0\n[profile]\nrate = 1\n", "s.toml:2:15: target.connections: must be at least 1"),
+            ("[target]\ntimeout = \"2h\"\n[profile]\nrate = 1\n", "s.toml:2:11: target.timeout: 2h is above"),
+            ("[[request]]\nweight = 0\n[profile]\nrate = 1\n", "s.toml:2:10: request[1].weight: must be at least 1"),
+            ("[[request]]\npath = \"x\"\n[profile]\nrate = 1\n", "s.toml:2:8: request[1].path: expected a path"),
+            ("[[request]]\nmethod = \"G T\"\n[profile]\nrate = 1\n", "s.toml:2:10: request[1].method: invalid method"),
+            (
+                "[[request]]\nheaders = { \"Bad Name\" = \"x\" }\n[profile]\nrate = 1\n",
+                "s.toml:2:11: request[1].headers: invalid header name",
+            ),
+            (
+                "[[request]]\nname = \"a\"\n[[request]]\nname = \"a\"\n[profile]\nrate = 1\n",
+                "s.toml:4:8: request[2].name: duplicate request name",
+            ),
+            (
+                "[[request]]\n[[request]]\n[profile]\nrate = 1\n",
+                "s.toml:2:1: request[2]: duplicate request name \"GET /\"",
+            ),
+            (
+                "[slo]\nerror_budget = \"200%\"\n[profile]\nrate = 1\n",
+                "s.toml:2:16: slo.error_budget: must be a fraction",
+            ),
+            ("[slo]\ngoodput_min = 0\n[profile]\nrate = 1\n", "s.toml:2:15: slo.goodput_min: must be above 0"),
+            ("[slo]\np95 = \"0ms\"\n[profile]\nrate = 1\n", "s.toml:2:7: slo.p95: must be longer than zero"),
+            ("[slo]\ndropped_max = -1\n[profile]\nrate = 1\n", "s.toml:2:15: slo.dropped_max: must be at least 0"),
+            (
+                "[verdict]\ncpu_p95_pct = 170\n[profile]\nrate = 1\n",
+                "s.toml:2:15: verdict.cpu_p95_pct: must be a number in (0, 100]",
+            ),
+            ("[verdict]\ntime_wait = 0\n[profile]\nrate = 1\n", "s.toml:2:13: verdict.time_wait: must be at least 1"),
+            (
+                "[capacity]\nmargin = 0\n[profile]\nrate = 1\n",
+                "s.toml:2:10: capacity.margin: must be a number in [0.6, 0.8]",
+            ),
+            (
+                "[profile]\nkind = \"breakpoint\"\nstart = 100\nincrement = 1\nmax_rate = 1e9\n",
+                "s.toml:5:12: profile.max_rate: rate 1000000000 is above",
+            ),
+            (
+                "[profile]\nkind = \"breakpoint\"\nstart = 1\nincrement = 0.001\nmax_rate = 1000\n",
+                "s.toml:4:13: profile.increment: makes more than 1000 steps",
+            ),
+            (
+                "[profile]\nkind = \"step\"\nstart = 100\nincrement = -60\ncount = 3\n",
+                "s.toml:4:13: profile.increment: step 3: rate must be",
+            ),
+            (
+                "[profile]\nkind = \"step\"\nsteps = [1]\ncount = 3\n",
+                "s.toml:4:9: profile.count: count goes with start/increment",
+            ),
+        ];
+        for (text, want) in cases {
+            let got = file_err(text);
+            assert!(got.starts_with(want), "{text:?}\n got: {got}\nwant: {want}");
+            assert!(!got.contains('\n'), "{got}");
+        }
+    }
+
+    #[test]
+    fn verdict_limits_default_to_the_design_and_can_be_overridden() {
+        let s =
+            file("[profile]\nrate = 1\n[verdict]\ncpu_p95_pct = 60\nmin_tail_samples = 200\nprobes = false\n").unwrap();
+        assert_eq!(s.verdict.cpu_p95_pct, 60.0);
+        assert_eq!(s.verdict.min_tail_samples, 200);
+        assert_eq!(s.verdict.time_wait, 5000);
+        assert!(!s.probes);
+    }
+
+    #[test]
+    fn no_prefix_or_mutation_of_an_example_panics() {
+        let texts = [
+            include_str!("../../../docs/examples/step.toml"),
+            include_str!("../../../docs/examples/spike.toml"),
+            include_str!("../../../docs/examples/breakpoint.toml"),
+        ];
+        for text in texts {
+            for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
+                let _ = file(&text[..cut]);
+            }
+            for (from, to) in
+                [("100", "-1e308"), ("\"", "'"), ("=", "= ["), ("s\"", "\""), ("0", "99999999999999999999")]
+            {
+                let _ = file(&text.replace(from, to));
+            }
+        }
     }
 }
