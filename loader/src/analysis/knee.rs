@@ -1,0 +1,468 @@
+//! Knee and cliff over the judged steps of one run.
+//!
+//! Three knees, each a different question (seed 004's curve: linear region → knee →
+//! saturation plateau → cliff):
+//!
+//! - [`KneeRule::Slo`] — the last step that passes every criterion with every earlier step
+//!   passing (seed 002 §0.1/§0.9: "the reported number is the last step still passing, not
+//!   the moment the test aborted"). This is `summary.knee`.
+//! - [`KneeRule::Throughput`] — the last step of the leading run of steps whose ok/s still
+//!   *follows* the offered rate: ok/s ≥ goodput ratio × offered, and (after the first step)
+//!   ok/s gained at least [`KneeRules::follow_min`] of the rate added.
+//! - [`KneeRule::Adaptive`] — seed 004's rule: the rate stepped up but ok/s gained less than
+//!   5 % while p99 jumped more than 25 %; the knee is the step *before*.
+//!
+//! Cliff: the first step whose error rate exceeds the budget, or whose goodput collapses
+//! (ok/s falls more than 10 % below the previous step's while the rate did not fall, or below
+//! half the offered rate).
+//!
+//! Owns the rules and their thresholds. Does not: judge steps ([`super::step`]), stop a run
+//! ([`super::live`]), or combine runs ([`super::capacity`]). The rules assume the steps'
+//! rates rise; comparisons between steps whose rate did not rise are skipped.
+
+use super::criteria::Criteria;
+use super::step::{StepJudgement, fmt_ms};
+
+/// Thresholds of the knee and cliff rules (not user SLOs: they define the shapes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KneeRules {
+    /// Throughput knee: a step follows only if ok/s gained at least this fraction of the rate
+    /// it added. Default 0.5.
+    ///
+    /// Source: seed 004 — in the linear region ok/s grows 1:1 with load, at the knee "the
+    /// slope drops". Half is a drop no noise explains: with the +10–20 % steps seed 002 §0.7
+    /// recommends near the knee and ±2 % noise on ok/s, the measured slope of a following
+    /// step stays above ~0.8.
+    pub follow_min: f64,
+    /// Adaptive knee: ok/s gain below this relative gain. Default 0.05 (seed 004: "TPS 增幅
+    /// < 5 %"). Applied as `min(0.05, rate gain / 2)`, so that with seed 004's +10 % steps it
+    /// is exactly 5 %, and a small step (+4 %) cannot fire it just by being small.
+    pub adaptive_ok_gain_max: f64,
+    /// Adaptive knee: p99 jump above this relative jump. Default 0.25 (seed 004's code; its
+    /// diagram says 30 %).
+    pub adaptive_p99_jump_min: f64,
+    /// Cliff: ok/s falling more than this fraction below the previous step's. Default 0.10.
+    ///
+    /// Source: seed 004 separates the saturation plateau (ok/s stops growing) from the cliff
+    /// (ok/s crashes down). Seed 002 §0.9: saturated goodput at one step varies 207–229 ok/s
+    /// across repeats (about ±5 %), so a fall of more than 10 % is not plateau noise.
+    pub collapse_drop: f64,
+    /// Cliff: ok/s below this fraction of the offered rate. Default 0.5.
+    ///
+    /// Source: seed 002 §5.1.4 — congestion collapse: 26.4 of 60 req/s (0.44), then 0.0 of
+    /// 90, the workers busy on requests the proxy had already given up. Plateau steps past
+    /// the knee stayed far above half: 207–229 of 240, 296 of 300, 429 of 550 (§5.2.3).
+    pub collapse_ratio: f64,
+}
+
+impl Default for KneeRules {
+    fn default() -> Self {
+        KneeRules {
+            follow_min: 0.5,
+            adaptive_ok_gain_max: 0.05,
+            adaptive_p99_jump_min: 0.25,
+            collapse_drop: 0.10,
+            collapse_ratio: 0.5,
+        }
+    }
+}
+
+/// Which rule found a knee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KneeRule {
+    /// Last step passing with all earlier steps passing.
+    Slo,
+    /// Last step whose ok/s follows the offered rate.
+    Throughput,
+    /// Seed 004: ok/s gain < 5 % while p99 jumps > 25 % on the next step.
+    Adaptive,
+}
+
+impl KneeRule {
+    /// Stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KneeRule::Slo => "slo",
+            KneeRule::Throughput => "throughput",
+            KneeRule::Adaptive => "adaptive",
+        }
+    }
+}
+
+/// A knee: a step, its rate and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Knee {
+    /// Offered rate of the step, req/s.
+    pub rps: f64,
+    /// Step name.
+    pub step: String,
+    /// Index in `summary.phases`.
+    pub phase: usize,
+    /// Position among the hold steps (0 = first), for comparing runs of the same ladder.
+    pub position: usize,
+    /// The rule that found it.
+    pub rule: KneeRule,
+    /// The step after it that broke the rule; `None` when the run never broke it (the knee
+    /// is then only a lower bound: the true one is above the highest step run).
+    pub next: Option<String>,
+    /// One sentence.
+    pub detail: String,
+}
+
+/// Which rule found a cliff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CliffRule {
+    /// Error rate above the budget.
+    ErrorBudget,
+    /// ok/s fell below the previous step's by more than [`KneeRules::collapse_drop`].
+    GoodputFall,
+    /// ok/s below [`KneeRules::collapse_ratio`] of the offered rate.
+    GoodputCollapse,
+}
+
+impl CliffRule {
+    /// Stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CliffRule::ErrorBudget => "error_budget",
+            CliffRule::GoodputFall => "goodput_fall",
+            CliffRule::GoodputCollapse => "goodput_collapse",
+        }
+    }
+}
+
+/// The cliff: the first collapsing step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cliff {
+    /// Offered rate of the step, req/s.
+    pub rps: f64,
+    /// Step name.
+    pub step: String,
+    /// Index in `summary.phases`.
+    pub phase: usize,
+    /// The first rule that fired (in the order error budget, fall, collapse).
+    pub rule: CliffRule,
+    /// One sentence.
+    pub detail: String,
+}
+
+/// Every knee of a run, plus the steps that make the SLO knee unstable.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Knees {
+    /// Last step passing with every earlier step passing (`summary.knee`).
+    pub slo: Option<Knee>,
+    /// Last step whose ok/s follows the offered rate.
+    pub throughput: Option<Knee>,
+    /// Seed 004's adaptive rule.
+    pub adaptive: Option<Knee>,
+    /// Failed steps followed by a passing step. Seed 002 §0.8: steps 90 and 120 failed, 150
+    /// passed — host stalls, not a growing queue; the knee of such a run must be repeated.
+    pub unstable: Vec<String>,
+}
+
+fn ran(steps: &[StepJudgement]) -> impl Iterator<Item = &StepJudgement> {
+    steps.iter().take_while(|s| s.passed.is_some())
+}
+
+fn knee(s: &StepJudgement, rule: KneeRule, next: Option<&StepJudgement>, detail: String) -> Knee {
+    Knee {
+        rps: s.numbers.offered_rps,
+        step: s.name.clone(),
+        phase: s.phase,
+        position: s.position,
+        rule,
+        next: next.map(|n| n.name.clone()),
+        detail,
+    }
+}
+
+/// The last step that passes with every earlier step passing; `None` if the first step failed.
+pub fn slo_knee(steps: &[StepJudgement]) -> Option<Knee> {
+    let run: Vec<&StepJudgement> = ran(steps).collect();
+    let broke = run.iter().position(|s| s.passed == Some(false));
+    let last = match broke {
+        Some(0) => return None,
+        Some(i) => i - 1,
+        None => run.len().checked_sub(1)?,
+    };
+    let next = broke.map(|i| run[i]);
+    let detail = match next {
+        Some(n) => {
+            let why: Vec<&str> = n.fail_reasons.iter().map(|r| r.detail.as_str()).collect();
+            format!("last step passing with every earlier step passing; {} failed: {}", n.name, why.join("; "))
+        }
+        None => "every step passed: the knee is above the highest step run (a lower bound)".to_string(),
+    };
+    Some(knee(run[last], KneeRule::Slo, next, detail))
+}
+
+/// Failed steps that a later step passed after (see [`Knees::unstable`]).
+pub fn unstable_steps(steps: &[StepJudgement]) -> Vec<String> {
+    let run: Vec<&StepJudgement> = ran(steps).collect();
+    let last_pass = run.iter().rposition(|s| s.passed == Some(true));
+    match last_pass {
+        Some(lp) => run[..lp].iter().filter(|s| s.passed == Some(false)).map(|s| s.name.clone()).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Why `cur` does not follow the offered rate (given the previous step), or `None` if it does.
+fn not_following(
+    prev: Option<&StepJudgement>,
+    cur: &StepJudgement,
+    goodput_min: f64,
+    rules: &KneeRules,
+) -> Option<String> {
+    let c = &cur.numbers;
+    let ratio = c.ok_rps / c.offered_rps;
+    if ratio < goodput_min {
+        return Some(format!(
+            "{}: ok/s {:.1} is {:.1} % of offered {:.0} (< {:.0} %)",
+            cur.name,
+            c.ok_rps,
+            ratio * 100.0,
+            c.offered_rps,
+            goodput_min * 100.0
+        ));
+    }
+    let p = &prev?.numbers;
+    let added = c.offered_rps - p.offered_rps;
+    let gained = c.ok_rps - p.ok_rps;
+    (added > 0.0 && gained < rules.follow_min * added).then(|| {
+        format!(
+            "{}: ok/s gained {gained:.1} for +{added:.0} offered ({:.0} % < {:.0} %)",
+            cur.name,
+            gained / added * 100.0,
+            rules.follow_min * 100.0
+        )
+    })
+}
+
+/// The last step of the leading run of steps whose ok/s follows the offered rate; `None` if
+/// the first step already does not. Steps cut short end the walk (their ok/s is not a rate).
+pub fn throughput_knee(steps: &[StepJudgement], goodput_min: f64, rules: &KneeRules) -> Option<Knee> {
+    let run: Vec<&StepJudgement> = ran(steps).take_while(|s| s.numbers.unsent == 0).collect();
+    let mut last = None;
+    for (i, cur) in run.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|j| run[j]);
+        if let Some(why) = not_following(prev, cur, goodput_min, rules) {
+            return last.map(|l: &StepJudgement| {
+                knee(
+                    l,
+                    KneeRule::Throughput,
+                    Some(cur),
+                    format!("last step whose ok/s follows the offered rate; {why}"),
+                )
+            });
+        }
+        last = Some(*cur);
+    }
+    last.map(|l| {
+        knee(
+            l,
+            KneeRule::Throughput,
+            None,
+            "ok/s followed the offered rate through the last step (a lower bound)".into(),
+        )
+    })
+}
+
+/// Seed 004's rule on consecutive steps: rate up, ok/s gain < min(5 %, rate gain / 2), p99
+/// jump > 25 %. The knee is the step before the first firing; `None` if it never fires.
+pub fn adaptive_knee(steps: &[StepJudgement], rules: &KneeRules) -> Option<Knee> {
+    let run: Vec<&StepJudgement> = ran(steps).take_while(|s| s.numbers.unsent == 0).collect();
+    run.windows(2).find_map(|w| {
+        let (p, c) = (&w[0].numbers, &w[1].numbers);
+        if c.offered_rps <= p.offered_rps || p.ok_rps <= 0.0 || p.p99_ms <= 0.0 {
+            return None;
+        }
+        let rate_gain = (c.offered_rps - p.offered_rps) / p.offered_rps;
+        let ok_gain = (c.ok_rps - p.ok_rps) / p.ok_rps;
+        let p99_jump = (c.p99_ms - p.p99_ms) / p.p99_ms;
+        let ok_limit = rules.adaptive_ok_gain_max.min(rate_gain / 2.0);
+        (ok_gain < ok_limit && p99_jump > rules.adaptive_p99_jump_min).then(|| {
+            let detail = format!(
+                "{}: rate +{:.0} % but ok/s {:+.1} % (< {:.1} %) while p99 {} → {} ms ({:+.0} % > {:.0} %)",
+                w[1].name,
+                rate_gain * 100.0,
+                ok_gain * 100.0,
+                ok_limit * 100.0,
+                fmt_ms(p.p99_ms),
+                fmt_ms(c.p99_ms),
+                p99_jump * 100.0,
+                rules.adaptive_p99_jump_min * 100.0
+            );
+            knee(w[0], KneeRule::Adaptive, Some(w[1]), detail)
+        })
+    })
+}
+
+/// The first step where the error rate exceeds `error_budget` or goodput collapses.
+pub fn cliff(steps: &[StepJudgement], error_budget: f64, rules: &KneeRules) -> Option<Cliff> {
+    let mut prev: Option<&StepJudgement> = None;
+    for cur in ran(steps) {
+        let c = &cur.numbers;
+        let found = |rule, detail| Cliff { rps: c.offered_rps, step: cur.name.clone(), phase: cur.phase, rule, detail };
+        if c.error_rate > error_budget {
+            let detail = format!("error rate {:.2} % > budget {:.2} %", c.error_rate * 100.0, error_budget * 100.0);
+            return Some(found(CliffRule::ErrorBudget, detail));
+        }
+        // A step cut short has no goodput to speak of (see step.rs); only its errors count.
+        if c.unsent > 0 {
+            continue;
+        }
+        if let Some(p) = prev.map(|p| &p.numbers)
+            && c.offered_rps >= p.offered_rps
+            && c.ok_rps < (1.0 - rules.collapse_drop) * p.ok_rps
+        {
+            let detail = format!(
+                "ok/s fell from {:.1} to {:.1} ({:.0} %) while the rate rose {:.0} → {:.0}",
+                p.ok_rps,
+                c.ok_rps,
+                (c.ok_rps / p.ok_rps - 1.0) * 100.0,
+                p.offered_rps,
+                c.offered_rps
+            );
+            return Some(found(CliffRule::GoodputFall, detail));
+        }
+        if c.ok_rps < rules.collapse_ratio * c.offered_rps {
+            let detail = format!(
+                "ok/s {:.1} is {:.0} % of offered {:.0} (< {:.0} %)",
+                c.ok_rps,
+                c.ok_rps / c.offered_rps * 100.0,
+                c.offered_rps,
+                rules.collapse_ratio * 100.0
+            );
+            return Some(found(CliffRule::GoodputCollapse, detail));
+        }
+        prev = Some(cur);
+    }
+    None
+}
+
+/// All knees of a run.
+pub fn knees(steps: &[StepJudgement], criteria: &Criteria, rules: &KneeRules) -> Knees {
+    Knees {
+        slo: slo_knee(steps),
+        throughput: throughput_knee(steps, criteria.goodput_min, rules),
+        adaptive: adaptive_knee(steps, rules),
+        unstable: unstable_steps(steps),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{judged, node_1c, node_2a, php_r2, pool_n5, steps_from};
+    use super::*;
+
+    #[test]
+    fn seed_002_php_r2_strict_knee_is_60_as_the_article_concludes() {
+        // §0.8: "the last step passing with every earlier step passing is 60 req/s".
+        let steps = judged(&php_r2(), 200.0);
+        let k = slo_knee(&steps).unwrap();
+        assert_eq!((k.rps, k.step.as_str(), k.next.as_deref()), (60.0, "r0060", Some("r0090")));
+        assert!(k.detail.contains("r0090 failed: p95 343 ms > SLO 200 ms"), "{}", k.detail);
+        // 90 and 120 failed but 150 passed: the stalls the article names.
+        assert_eq!(unstable_steps(&steps), ["r0090", "r0120"]);
+        // Goodput kept following through 180 (176.6 of 180); 210 was cut short by the abort.
+        let t = throughput_knee(&steps, 0.97, &KneeRules::default()).unwrap();
+        assert_eq!((t.rps, t.next.as_deref()), (180.0, None));
+        assert_eq!(cliff(&steps, 0.01, &KneeRules::default()), None, "no errors, no collapse: no cliff");
+    }
+
+    #[test]
+    fn seed_002_node_2a_knee_is_150() {
+        // §0.8 example 2: "the last step still passing is 150".
+        let steps = judged(&node_2a(), 100.0);
+        let k = slo_knee(&steps).unwrap();
+        assert_eq!((k.rps, k.step.as_str(), k.next.as_deref()), (150.0, "04_rps150", Some("05_rps175")));
+        assert!(unstable_steps(&steps).is_empty());
+        // Tighter SLO: 01_rps50's p95 of 73.6 ms fails first, so there is no knee at all.
+        assert_eq!(slo_knee(&judged(&node_2a(), 70.0)), None);
+    }
+
+    #[test]
+    fn every_step_passing_gives_a_lower_bound_knee() {
+        let steps = judged(&node_2a()[..4], 100.0);
+        let k = slo_knee(&steps).unwrap();
+        assert_eq!((k.rps, k.next.clone()), (150.0, None));
+        assert!(k.detail.contains("lower bound"));
+    }
+
+    #[test]
+    fn throughput_knee_by_ratio_on_the_seed_pool_of_five() {
+        // §5.1.4: 5 workers × 112 ms → 44.6 req/s capacity; 43.5 ok/s at 45 (96.7 %).
+        let steps = judged(&pool_n5(), 200.0);
+        let t = throughput_knee(&steps, 0.97, &KneeRules::default()).unwrap();
+        assert_eq!((t.rps, t.next.as_deref()), (40.0, Some("r0045")));
+        assert!(t.detail.contains("96.7 % of offered 45"), "{}", t.detail);
+    }
+
+    #[test]
+    fn throughput_knee_by_slope_when_ratio_still_holds() {
+        // ok/s stays ≥ 97 % of offered but the last step gains 6 of +50.
+        let steps = steps_from(&[(100.0, 100.0, 5.0), (200.0, 199.0, 6.0), (250.0, 205.0, 7.0)]);
+        assert_eq!(throughput_knee(&steps, 0.8, &KneeRules::default()).unwrap().rps, 200.0);
+        // With a slope of exactly one half it still follows.
+        let steps = steps_from(&[(100.0, 100.0, 5.0), (200.0, 150.0, 6.0)]);
+        assert_eq!(throughput_knee(&steps, 0.7, &KneeRules::default()).unwrap().next, None);
+        // The first step not following means no throughput knee.
+        let steps = steps_from(&[(100.0, 90.0, 5.0)]);
+        assert_eq!(throughput_knee(&steps, 0.97, &KneeRules::default()), None);
+    }
+
+    #[test]
+    fn adaptive_rule_of_seed_004() {
+        // A target of capacity ~200: ok/s flattens at 250 while p99 explodes.
+        let steps =
+            steps_from(&[(100.0, 100.0, 5.0), (150.0, 150.0, 6.0), (200.0, 196.0, 40.0), (250.0, 201.0, 900.0)]);
+        let a = adaptive_knee(&steps, &KneeRules::default()).unwrap();
+        assert_eq!((a.rps, a.next.as_deref(), a.rule), (200.0, Some("s4"), KneeRule::Adaptive));
+        // p99 +25 % exactly does not fire; +26 % does.
+        let at = |p99: f64| steps_from(&[(100.0, 100.0, 100.0), (120.0, 102.0, p99)]);
+        assert_eq!(adaptive_knee(&at(125.0), &KneeRules::default()), None);
+        assert!(adaptive_knee(&at(126.0), &KneeRules::default()).is_some());
+        // ok/s +6 % on a +20 % step is growth, not a knee.
+        let steps = steps_from(&[(100.0, 100.0, 100.0), (120.0, 106.0, 300.0)]);
+        assert_eq!(adaptive_knee(&steps, &KneeRules::default()), None);
+        // A +4 % step: the ok limit is 2 %, so +3 % ok/s does not fire on its own smallness.
+        let steps = steps_from(&[(100.0, 100.0, 100.0), (104.0, 103.0, 200.0)]);
+        assert_eq!(adaptive_knee(&steps, &KneeRules::default()), None);
+        // The seed 002 PHP run never fires it: ok/s kept rising.
+        assert_eq!(adaptive_knee(&judged(&php_r2(), 200.0), &KneeRules::default()), None);
+    }
+
+    #[test]
+    fn cliff_by_error_budget_on_seed_002_run_1c() {
+        // §5.2.3: 550 req/s: 0.90 % errors (under budget), goodput 78 %; 600: 18.86 %.
+        let steps = judged(&node_1c(), 2000.0);
+        let c = cliff(&steps, 0.01, &KneeRules::default()).unwrap();
+        assert_eq!((c.rps, c.step.as_str(), c.rule), (600.0, "03_rps600", CliffRule::ErrorBudget));
+        assert_eq!(c.detail, "error rate 18.86 % > budget 1.00 %");
+    }
+
+    #[test]
+    fn cliff_by_fall_and_by_collapse() {
+        let rules = KneeRules::default();
+        // Plateau wobble (−5 %) is not a cliff; −11 % is.
+        let plateau = steps_from(&[(200.0, 200.0, 5.0), (250.0, 230.0, 50.0), (300.0, 219.0, 90.0)]);
+        assert_eq!(cliff(&plateau, 0.01, &rules), None);
+        let fall = steps_from(&[(200.0, 200.0, 5.0), (250.0, 230.0, 50.0), (300.0, 204.0, 90.0)]);
+        let c = cliff(&fall, 0.01, &rules).unwrap();
+        assert_eq!((c.rps, c.rule), (300.0, CliffRule::GoodputFall));
+        // Below half the offered rate on the first step (nothing to fall from).
+        let low = steps_from(&[(100.0, 49.0, 5.0)]);
+        assert_eq!(cliff(&low, 0.01, &rules).unwrap().rule, CliffRule::GoodputCollapse);
+        // Seed 002 §5.1.4 pool of five: 60 req/s → 26.4 ok/s with 670 504s: errors fire first.
+        let c = cliff(&judged(&pool_n5(), 200.0), 0.01, &rules).unwrap();
+        assert_eq!((c.rps, c.rule), (60.0, CliffRule::ErrorBudget));
+    }
+
+    #[test]
+    fn knees_bundle_uses_the_criteria() {
+        let c = Criteria { p95_ms: Some(100.0), ..Default::default() };
+        let k = knees(&judged(&node_2a(), 100.0), &c, &KneeRules::default());
+        assert_eq!(k.slo.unwrap().rule, KneeRule::Slo);
+        assert_eq!(k.throughput.unwrap().rule, KneeRule::Throughput);
+    }
+}

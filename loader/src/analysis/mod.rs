@@ -1,0 +1,232 @@
+//! Analysis: step judgement, knee, cliff, the emergency-stop detector, repeats and the
+//! capacity plan — pure functions over the `loader.summary/v1` types, so `loader verdict DIR`
+//! can re-judge a saved `summary.json` with other limits.
+//!
+//! The flow: [`Criteria`] (written before the run) → [`step::judge_steps`] (each hold step on
+//! its own requests) → [`knee::knees`] and [`knee::cliff`] → [`little::check_steps`]; all
+//! bundled by [`analyze`] (or [`analyze_run`]) into an [`Analysis`], written back by [`annotate`], printed by
+//! [`render::render_steps`]. During the run, [`live::CliffDetector`] decides the emergency
+//! stop; after N runs, [`capacity`] turns knees into nodes.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `criteria.rs` | the break criteria, defaults and their sources |
+//! | `step.rs` | per-step pass/fail with reasons; tail-sample warnings |
+//! | `knee.rs` | SLO, throughput and adaptive knees; the cliff |
+//! | `live.rs` | the per-second cliff detector behind the emergency stop |
+//! | `capacity.rs` | repeats (min of knees, spread) and the capacity plan |
+//! | `little.rs` | Little's law cross-check per step |
+//! | `render.rs` | the terminal step table |
+//!
+//! Does not: measure anything (record), decide whether the loader is trusted (the verdict;
+//! its answer comes in through `summary.verdict.trusted`), stop the engine (the run loop
+//! raises the flag), or write files (report).
+
+pub mod capacity;
+pub mod criteria;
+pub mod knee;
+pub mod little;
+pub mod live;
+pub mod render;
+pub mod step;
+
+#[cfg(test)]
+mod fixtures;
+
+pub use criteria::Criteria;
+pub use knee::{Cliff, Knee, KneeRules, Knees};
+pub use live::{CliffDetector, LiveSecond, StopRule};
+pub use render::render_steps;
+pub use step::StepJudgement;
+
+use crate::error::InputError;
+use crate::report::summary::{
+    AnalysisSummary, CriteriaSummary, LittleSummary, PhaseSummary, Point, SecondSummary, Summary,
+};
+
+/// The parts of a run that analysis reads (a saved `summary.json` has all of them).
+#[derive(Debug, Clone, Copy)]
+pub struct RunFacts<'a> {
+    /// Phases in order (warm-up, ramps and holds).
+    pub phases: &'a [PhaseSummary],
+    /// The per-second series of the whole run.
+    pub series: &'a [SecondSummary],
+    /// The verdict's answer: `Some(false)` fails every step; `None` = no verdict.
+    pub trusted: Option<bool>,
+    /// Client timeout, seconds (Little's law: a timed-out request held its connection that long).
+    pub timeout_s: f64,
+    /// Shards whose in-flight peaks were summed per second.
+    pub shards: usize,
+}
+
+impl<'a> RunFacts<'a> {
+    /// The facts of a summary.
+    pub fn of(summary: &'a Summary) -> Self {
+        RunFacts {
+            phases: &summary.phases,
+            series: &summary.series,
+            trusted: summary.verdict.trusted,
+            timeout_s: summary.run.timeout_s,
+            shards: summary.run.threads,
+        }
+    }
+}
+
+/// Everything analysis says about one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysis {
+    /// One judgement per hold step, in order.
+    pub steps: Vec<StepJudgement>,
+    /// The knees.
+    pub knees: Knees,
+    /// The first collapsing step.
+    pub cliff: Option<Cliff>,
+    /// Little's law per step that ran to its end.
+    pub little: Vec<little::LittleCheck>,
+}
+
+impl Analysis {
+    /// `summary.knee`: the SLO knee as `{rps, step}`.
+    pub fn knee_point(&self) -> Option<Point> {
+        self.knees.slo.as_ref().map(|k| Point { rps: k.rps, step: k.step.clone() })
+    }
+
+    /// `summary.cliff` as `{rps, step}`.
+    pub fn cliff_point(&self) -> Option<Point> {
+        self.cliff.as_ref().map(|c| Point { rps: c.rps, step: c.step.clone() })
+    }
+
+    /// Write each hold phase's `passed` and `fail_reasons` (`code: sentence`) into `phases`;
+    /// other phases are left untouched.
+    pub fn annotate_phases(&self, phases: &mut [PhaseSummary]) {
+        for s in &self.steps {
+            if let Some(p) = phases.get_mut(s.phase) {
+                p.passed = s.passed;
+                p.fail_reasons = s.fail_reasons.iter().map(ToString::to_string).collect();
+            }
+        }
+    }
+}
+
+/// Judge a saved or fresh summary (see [`analyze_run`]).
+pub fn analyze(summary: &Summary, criteria: &Criteria, rules: &KneeRules) -> Result<Analysis, InputError> {
+    analyze_run(&RunFacts::of(summary), criteria, rules)
+}
+
+/// Judge a run: `criteria` are validated first, then every hold step is judged, the knees,
+/// cliff and Little's law checks follow from the judgements.
+pub fn analyze_run(run: &RunFacts<'_>, criteria: &Criteria, rules: &KneeRules) -> Result<Analysis, InputError> {
+    criteria.validate()?;
+    let steps = step::judge_steps(run.phases, run.series, criteria, run.trusted);
+    Ok(Analysis {
+        knees: knee::knees(&steps, criteria, rules),
+        cliff: knee::cliff(&steps, criteria.error_budget, rules),
+        little: little::check_steps(&steps, run.timeout_s, run.shards),
+        steps,
+    })
+}
+
+/// Write the judgement into the summary: phases' `passed`/`fail_reasons`, `knee`, `cliff`.
+pub fn annotate(summary: &mut Summary, analysis: &Analysis) {
+    analysis.annotate_phases(&mut summary.phases);
+    summary.knee = analysis.knee_point();
+    summary.cliff = analysis.cliff_point();
+    let stop = summary.analysis.emergency_stop.take();
+    summary.analysis = analysis.summarize();
+    summary.analysis.emergency_stop = stop;
+}
+
+impl Analysis {
+    /// The `analysis` section of `summary.json` (criteria are added by the caller).
+    pub fn summarize(&self) -> AnalysisSummary {
+        let point = |k: &Option<Knee>| k.as_ref().map(|k| Point { rps: k.rps, step: k.step.clone() });
+        AnalysisSummary {
+            criteria: None,
+            knee_detail: self.knees.slo.as_ref().map(|k| k.detail.clone()),
+            throughput_knee: point(&self.knees.throughput),
+            adaptive_knee: point(&self.knees.adaptive),
+            unstable_steps: self.knees.unstable.clone(),
+            cliff_detail: self.cliff.as_ref().map(|c| format!("{}: {}", c.rule.as_str(), c.detail)),
+            tail_warnings: self
+                .steps
+                .iter()
+                .flat_map(|s| s.tail_warnings.iter().map(move |w| format!("{}: {}", s.name, w.detail)))
+                .collect(),
+            little: self
+                .little
+                .iter()
+                .map(|l| LittleSummary {
+                    step: l.step.clone(),
+                    on_wire: l.on_wire,
+                    in_system: l.in_system,
+                    observed_peak: l.observed_peak,
+                    ratio: l.ratio,
+                    findings: l.findings.iter().map(|f| f.as_str().to_string()).collect(),
+                })
+                .collect(),
+            emergency_stop: None,
+        }
+    }
+}
+
+impl Criteria {
+    /// The criteria as reported in `summary.json`.
+    pub fn summarize(&self) -> CriteriaSummary {
+        CriteriaSummary {
+            p95_ms: self.p95_ms,
+            p99_ms: self.p99_ms,
+            error_budget: self.error_budget,
+            goodput_min: self.goodput_min,
+            late_max: self.late_max,
+            dropped_max: self.dropped_max,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{node_2a, php_r2, php_r2_series};
+    use super::*;
+
+    fn facts<'a>(phases: &'a [PhaseSummary], series: &'a [SecondSummary], trusted: Option<bool>) -> RunFacts<'a> {
+        RunFacts { phases, series, trusted, timeout_s: 10.0, shards: 1 }
+    }
+
+    #[test]
+    fn analyze_and_annotate_a_saved_run() {
+        let (mut phases, series) = (php_r2(), php_r2_series());
+        let c = Criteria { p95_ms: Some(200.0), ..Default::default() };
+        let a = analyze_run(&facts(&phases, &series, Some(true)), &c, &KneeRules::default()).unwrap();
+        let knee = a.knee_point().unwrap();
+        assert_eq!((knee.rps, knee.step.as_str()), (60.0, "r0060"));
+        assert!(a.cliff_point().is_none());
+        a.annotate_phases(&mut phases);
+        assert_eq!(phases[1].passed, Some(false));
+        assert_eq!(phases[1].fail_reasons, ["p95_slo: p95 343 ms > SLO 200 ms"]);
+        assert_eq!(phases[3].passed, Some(true));
+        assert_eq!(a.little.len(), 5, "r0210 was cut short");
+        // Re-judged with a looser SLO (what `loader verdict DIR` is for): 150 becomes the knee.
+        let loose = Criteria { p95_ms: Some(400.0), ..Default::default() };
+        let a = analyze_run(&facts(&phases, &series, Some(true)), &loose, &KneeRules::default()).unwrap();
+        assert_eq!(a.knees.slo.unwrap().step, "r0150");
+    }
+
+    #[test]
+    fn untrusted_loader_leaves_no_knee() {
+        let phases = node_2a();
+        let c = Criteria { p95_ms: Some(100.0), ..Default::default() };
+        let a = analyze_run(&facts(&phases, &[], Some(false)), &c, &KneeRules::default()).unwrap();
+        assert!(a.steps.iter().all(|j| j.passed == Some(false)));
+        assert_eq!(a.knees.slo, None);
+    }
+
+    #[test]
+    fn bad_criteria_are_refused() {
+        let phases = node_2a();
+        let bad = Criteria { error_budget: 2.0, ..Default::default() };
+        assert_eq!(
+            analyze_run(&facts(&phases, &[], None), &bad, &KneeRules::default()).unwrap_err().key,
+            "--error-budget"
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! The terminal step table, read like seed 002's per-step tables: step rate, sent/s, ok/s,
+//! p50/p95/p99, max in-flight, pass/fail with reasons, knees and cliff marked; then one line
+//! per knee, the cliff, and the warnings.
+//!
+//! Owns the layout only; every number and word comes from the [`Analysis`] and the summary.
+//! The run's own table (all phases, lag, errors) stays in `report::text`.
+
+use std::fmt::Write as _;
+
+use super::Analysis;
+use super::knee::Knee;
+use super::step::fmt_ms;
+use crate::report::summary::{PhaseSummary, SecondSummary};
+
+fn knee_line(out: &mut String, label: &str, knee: &Option<Knee>, none: &str) {
+    let _ = match knee {
+        Some(k) => writeln!(out, "{label:<19}{:.0} req/s at {} — {}", k.rps, k.step, k.detail),
+        None => writeln!(out, "{label:<19}none — {none}"),
+    };
+}
+
+/// Render the step table of a run's `phases` (with its per-second `series`, for the
+/// in-flight column of unjudged phases) as judged in `analysis`.
+pub fn render_steps(phases: &[PhaseSummary], series: &[SecondSummary], analysis: &Analysis) -> String {
+    let header = ["step", "rate", "sent/s", "ok/s", "p50", "p95", "p99", "in-flight", "mark", "result"];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for (i, p) in phases.iter().enumerate() {
+        let l = &p.latency_ms;
+        let mut row = vec![
+            p.name.clone(),
+            format!("{:.0}", p.offered_rps),
+            format!("{:.1}", p.sent_rps),
+            format!("{:.1}", p.ok_rps),
+            fmt_ms(l.p50),
+            fmt_ms(l.p95),
+            fmt_ms(l.p99),
+        ];
+        let Some(s) = analysis.steps.iter().find(|s| s.phase == i) else {
+            let flight = super::step::in_flight_max(p, series);
+            row.push(flight.map_or("-".into(), |v| v.to_string()));
+            row.push(String::new());
+            row.push(format!("not judged ({})", p.kind));
+            rows.push(row);
+            continue;
+        };
+        row.push(s.numbers.in_flight_max.map_or("-".into(), |v| v.to_string()));
+        let k = &analysis.knees;
+        let marks: Vec<&str> = [
+            (k.slo.as_ref().map(|k| k.phase), "knee"),
+            (k.throughput.as_ref().map(|k| k.phase), "tput"),
+            (k.adaptive.as_ref().map(|k| k.phase), "adapt"),
+            (analysis.cliff.as_ref().map(|c| c.phase), "cliff"),
+        ]
+        .iter()
+        .filter(|(at, _)| *at == Some(i))
+        .map(|&(_, m)| m)
+        .collect();
+        row.push(marks.join(","));
+        row.push(match s.passed {
+            None => "not run".into(),
+            Some(true) => "pass".into(),
+            Some(false) => {
+                let why: Vec<&str> = s.fail_reasons.iter().map(|r| r.detail.as_str()).collect();
+                format!("FAIL {}", why.join("; "))
+            }
+        });
+        rows.push(row);
+    }
+    let last = header.len() - 1;
+    let widths: Vec<usize> = (0..last).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for (n, row) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            let pad = widths.get(c).map_or(0, |w| w - cell.chars().count());
+            match c {
+                0 => line.push_str(&format!("{cell}{}", " ".repeat(pad))),
+                8 => line.push_str(&format!("  {cell}{}", " ".repeat(pad))),
+                c if c == last => line.push_str(&format!("  {cell}")),
+                _ => line.push_str(&format!("  {}{cell}", " ".repeat(pad))),
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        if n == 0 {
+            out.push_str(&"-".repeat(line.chars().count()));
+            out.push('\n');
+        }
+    }
+    let _ = writeln!(out, "latency ms from the intended send time; in-flight: highest per-second count (upper bound)");
+    let k = &analysis.knees;
+    knee_line(&mut out, "knee (SLO):", &k.slo, "the first step already failed");
+    knee_line(
+        &mut out,
+        "knee (throughput):",
+        &k.throughput,
+        "ok/s did not follow the offered rate from the first step",
+    );
+    knee_line(&mut out, "knee (adaptive):", &k.adaptive, "ok/s never stalled while p99 jumped");
+    let _ = match &analysis.cliff {
+        Some(c) => writeln!(out, "{:<19}{:.0} req/s at {} — {}", "cliff:", c.rps, c.step, c.detail),
+        None => writeln!(out, "{:<19}none", "cliff:"),
+    };
+    if !k.unstable.is_empty() {
+        let _ = writeln!(
+            out,
+            "unstable: {} failed before a later step passed — stalls rather than a growing queue; repeat the run",
+            k.unstable.join(", ")
+        );
+    }
+    let tails: Vec<String> = analysis
+        .steps
+        .iter()
+        .flat_map(|s| s.tail_warnings.iter().map(move |w| format!("{} {} on {}", s.name, w.percentile, w.tail)))
+        .collect();
+    if !tails.is_empty() {
+        let _ = writeln!(out, "few tail samples (< 100 requests beyond the percentile): {}", tails.join(", "));
+    }
+    for c in analysis.little.iter().filter(|c| !c.findings.is_empty()) {
+        let _ = writeln!(out, "Little's law, {}: {}", c.step, c.detail);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{phase, php_r2, php_r2_series};
+    use super::super::{Criteria, KneeRules, RunFacts, analyze_run};
+    use super::*;
+
+    fn phases() -> Vec<PhaseSummary> {
+        let mut warm = phase("warmup", 60.0, 59.9, 5.0);
+        warm.kind = "warmup".into();
+        let mut phases = vec![warm];
+        phases.extend(php_r2());
+        phases
+    }
+
+    fn render(phases: &[PhaseSummary], c: &Criteria) -> String {
+        let series = php_r2_series();
+        let run = RunFacts { phases, series: &series, trusted: Some(true), timeout_s: 10.0, shards: 1 };
+        let a = analyze_run(&run, c, &KneeRules::default()).unwrap();
+        render_steps(phases, &series, &a)
+    }
+
+    fn row<'a>(text: &'a str, step: &str) -> &'a str {
+        text.lines().find(|l| l.split_whitespace().next() == Some(step)).unwrap()
+    }
+
+    #[test]
+    fn the_seed_002_table_reads_like_the_article() {
+        let text = render(&phases(), &Criteria { p95_ms: Some(200.0), ..Default::default() });
+        let cells = |step| row(&text, step).split_whitespace().collect::<Vec<_>>();
+        assert_eq!(cells("r0060"), ["r0060", "60", "60.0", "60.0", "9.70", "18.0", "27.9", "-", "knee", "pass"]);
+        assert_eq!(
+            cells("r0180"),
+            [
+                "r0180", "180", "179.9", "176.6", "37.4", "1113", "1260", "228", "tput", "FAIL", "p95", "1113", "ms",
+                ">", "SLO", "200", "ms"
+            ]
+        );
+        assert!(row(&text, "r0090").ends_with("FAIL p95 343 ms > SLO 200 ms"));
+        assert!(
+            row(&text, "r0210")
+                .ends_with("FAIL p95 332 ms > SLO 200 ms; cut short: 3946 of 4200 planned requests never attempted")
+        );
+        assert!(row(&text, "warmup").ends_with("not judged (warmup)"));
+        // The result column starts at the same offset on every row.
+        let start = |step, word| row(&text, step).find(word).unwrap();
+        assert_eq!(start("r0060", "pass"), start("warmup", "not judged"), "{text}");
+        assert_eq!(start("r0060", "pass"), start("r0090", "FAIL"), "{text}");
+        // Footer: the knees, the unstable steps, the tails and Little's law.
+        assert!(
+            text.contains(
+                "knee (SLO):        60 req/s at r0060 — last step passing with every earlier step passing; \
+                 r0090 failed: p95 343 ms > SLO 200 ms"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("knee (throughput): 180 req/s at r0180 — ok/s followed the offered rate"));
+        assert!(text.contains("knee (adaptive):   none — ok/s never stalled while p99 jumped"));
+        assert!(text.contains("cliff:             none\n"));
+        assert!(text.contains("unstable: r0090, r0120 failed before a later step passed"));
+        assert!(
+            text.contains("few tail samples (< 100 requests beyond the percentile): r0060 p95 on 59, r0060 p99 on 11,")
+        );
+        assert!(text.contains("Little's law, r0180: peak in flight 228 ≫ mean 39.8"));
+        assert!(!text.contains("Little's law, r0150"));
+    }
+
+    #[test]
+    fn a_cliff_is_marked_on_its_row() {
+        let mut phases = phases();
+        phases.truncate(3);
+        phases[2].ok -= 100;
+        *phases[2].errors.get_mut("http_5xx").unwrap() = 100;
+        phases[2].ok_rps = 85.0;
+        let text = render(&phases, &Criteria::default());
+        let cells = |step| row(&text, step).split_whitespace().skip(8).take(4).collect::<Vec<_>>().join(" ");
+        assert_eq!(cells("r0090"), "cliff FAIL errors 5.56", "{text}");
+        assert_eq!(cells("r0060"), "knee,tput pass", "{text}");
+        assert!(text.contains("cliff:             90 req/s at r0090 — error rate 5.56 % > budget 1.00 %"), "{text}");
+    }
+}
