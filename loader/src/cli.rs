@@ -18,41 +18,109 @@ pub struct Cli {
 }
 
 /// The subcommands of DESIGN.md's command contract.
+// `RunArgs` is large, but the command is parsed once: boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a load test (a scenario file, flags, or — with neither — the built-in demo).
     Run(RunArgs),
     /// Serve the built-in trivial endpoint (fixed small JSON, keep-alive).
     Target(TargetArgs),
+    /// Re-judge a saved run (its DIR/summary.json), e.g. with other limits.
+    Verdict(VerdictArgs),
+}
+
+/// Flags of `loader verdict`.
+#[derive(Debug, Args, Clone)]
+pub struct VerdictArgs {
+    /// Directory of a saved run (holds summary.json).
+    pub dir: PathBuf,
+    /// Loader shard CPU p95 limit, percent (default 70).
+    #[arg(long)]
+    pub cpu_p95: Option<f64>,
+    /// Run-queue delay p99 limit, milliseconds (default 1).
+    #[arg(long)]
+    pub runqueue_p99_ms: Option<f64>,
+    /// Send-lag p99 limit, milliseconds (default 50).
+    #[arg(long)]
+    pub send_lag_p99_ms: Option<f64>,
+    /// Print the verdict only; leave summary.json as it is.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Flags of `loader run`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct RunArgs {
-    /// Scenario file (TOML). Flags given on the command line override it.
+    /// Scenario file (TOML; see docs/scenario.md). Flags given on the command line override it.
     pub scenario: Option<PathBuf>,
     /// Target URL, e.g. http://127.0.0.1:8080/ . Without it (and without a scenario) loader
     /// starts its built-in target on this host and runs a short stepped demo against it.
     #[arg(long)]
     pub url: Option<String>,
-    /// Arrival rate in requests per second (open loop: independent of responses).
+    /// Arrival rate in requests per second (open loop: independent of responses): the
+    /// constant and soak rate, the spike's base rate, the rate a ramp reaches.
     #[arg(long, allow_negative_numbers = true)]
     pub rate: Option<f64>,
-    /// Length of the measured phase (constant profile) or of each step's hold (step profile).
+    /// Length of the measured phase (constant, soak, ramp), of each step's hold (step,
+    /// breakpoint), or of the base holds around a spike.
     #[arg(long)]
     pub duration: Option<String>,
-    /// Warm-up before measuring, at the first rate; reported apart, never mixed in.
+    /// Warm-up before measuring, at the first rate (or --warmup-rate); reported apart.
     #[arg(long)]
     pub warmup: Option<String>,
-    /// Load profile: constant | step.
+    /// Rate of the warm-up (default: the profile's first non-zero rate).
+    #[arg(long, allow_negative_numbers = true)]
+    pub warmup_rate: Option<f64>,
+    /// Load profile: constant | step | ramp | spike | soak | breakpoint.
     #[arg(long)]
     pub profile: Option<String>,
-    /// Step rates for the step profile, e.g. 100,200,300.
+    /// Step rates for the step profile, e.g. 100,200,300 (or --step-start/--step-increment).
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub steps: Option<Vec<f64>>,
-    /// Hold time of each step (step profile).
+    /// First step's rate, when the steps are start + k × increment (step, breakpoint).
+    #[arg(long, allow_negative_numbers = true)]
+    pub step_start: Option<f64>,
+    /// Rate added at each step (with --step-start).
+    #[arg(long, allow_negative_numbers = true)]
+    pub step_increment: Option<f64>,
+    /// Number of steps (with --step-start; a breakpoint run may give --max-rate instead).
+    #[arg(long, allow_negative_numbers = true)]
+    pub step_count: Option<i64>,
+    /// Highest step rate (step, breakpoint): stepping stops past it.
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_rate: Option<f64>,
+    /// Hold time of each step (step, breakpoint) or of the spike's peak.
     #[arg(long)]
     pub hold: Option<String>,
+    /// Ramp before each step's hold, from the previous rate (step, breakpoint; default 0 =
+    /// jump), or the spike's ramp up and down (default 5s).
+    #[arg(long)]
+    pub ramp: Option<String>,
+    /// Rate a ramp profile starts from (default 0).
+    #[arg(long, allow_negative_numbers = true)]
+    pub from_rate: Option<f64>,
+    /// Peak rate of a spike (default 4 × --rate).
+    #[arg(long, allow_negative_numbers = true)]
+    pub peak_rate: Option<f64>,
+    /// Latency SLO on each step's p95, e.g. 200ms.
+    #[arg(long)]
+    pub slo_p95: Option<String>,
+    /// Latency SLO on each step's p99, e.g. 500ms.
+    #[arg(long)]
+    pub slo_p99: Option<String>,
+    /// Error budget of each step: a fraction (0.01) or a percentage (1%).
+    #[arg(long, allow_hyphen_values = true)]
+    pub error_budget: Option<String>,
+    /// Run the plan N times; max sustainable = the lowest knee.
+    #[arg(long, allow_negative_numbers = true)]
+    pub repeat: Option<i64>,
+    /// Capacity plan: usable share of the max sustainable rate per node, in (0, 1] (default 0.7).
+    #[arg(long, allow_negative_numbers = true)]
+    pub margin: Option<f64>,
+    /// Capacity plan: peak demand to plan for, req/s (nodes = ceil(peak / usable) + 1).
+    #[arg(long, allow_negative_numbers = true)]
+    pub peak: Option<f64>,
     /// Keep-alive connections in the pool (all shards together).
     #[arg(long)]
     pub connections: Option<usize>,
@@ -82,6 +150,10 @@ pub struct RunArgs {
     /// Do not load the eBPF probes.
     #[arg(long)]
     pub no_probes: bool,
+    /// Keep sending when the target collapses (by default the run stops once errors or lost
+    /// goodput hold for 3 seconds after warm-up).
+    #[arg(long)]
+    pub no_emergency_stop: bool,
     /// Directory for summary.json and the other outputs (default: ./out/<timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -11,6 +11,7 @@
 //!   and per-second series, merged once after the run.
 //! - [`probes`]: eBPF programs on the loader's own process (tgid) and sockets.
 //! - [`health`]: the `/proc` and cgroup half of loader health (the fallback without probes).
+//! - [`verdict`]: whether the numbers can be trusted, and which side explains each anomaly.
 //! - [`report`]: terminal table and `summary.json`.
 //! - [`target`]: the built-in endpoint used by demos, calibration and tests.
 //!
@@ -19,6 +20,7 @@
 
 #![deny(missing_docs)]
 
+pub mod analysis;
 pub mod cli;
 pub mod engine;
 pub mod error;
@@ -30,6 +32,7 @@ mod run;
 pub mod scenario;
 pub mod schedule;
 pub mod target;
+pub mod verdict;
 
 pub use run::run;
 

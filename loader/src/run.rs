@@ -13,16 +13,19 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context as _;
 
 use crate::Outcome;
-use crate::cli::{Cli, Command, RunArgs};
+use crate::analysis::live::StopReason;
+use crate::analysis::{self, CliffDetector, Criteria, KneeRules, LiveSecond, StopRule};
+use crate::cli::{Cli, Command, RunArgs, VerdictArgs};
 use crate::engine::{self, Clock, Live, ShardConfig, ShardResult};
+use crate::health::Sampler;
 use crate::probes::Probes;
 use crate::record::ShardRecord;
-use crate::health::Sampler;
-use crate::report::summary::{self, HealthSummary, ProbeSummary};
+use crate::report::summary::{self, CapacitySummary, EmergencyStop, HealthSummary, ProbeSummary};
 use crate::report::text;
-use crate::scenario::{Plan, Spec, Target};
+use crate::scenario::{PhaseKind, Plan, Spec, Target};
 use crate::schedule::ShardSchedule;
 use crate::target::{self, TargetConfig};
+use crate::verdict::{self, Limits};
 
 /// Time between starting the shards and the run's zero: the pools connect meanwhile.
 const POOL_OPEN_GRACE: Duration = Duration::from_millis(250);
@@ -36,6 +39,55 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Run(args) => run_load(&args),
+        Command::Verdict(args) => rejudge(&args),
+    }
+}
+
+/// `loader verdict DIR`: judge a saved run again, with the given limits.
+fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
+    let path = args.dir.join("summary.json");
+    let text = fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut summary: summary::Summary =
+        serde_json::from_str(&text).with_context(|| format!("{} is not a loader summary", path.display()))?;
+    if summary.schema != summary::SCHEMA {
+        anyhow::bail!("{}: schema {:?}, expected {:?}", path.display(), summary.schema, summary::SCHEMA);
+    }
+    let mut limits = Limits::default();
+    if let Some(v) = args.cpu_p95 {
+        limits.cpu_p95_pct = v;
+    }
+    if let Some(v) = args.runqueue_p99_ms {
+        limits.runqueue_p99_ms = v;
+    }
+    if let Some(v) = args.send_lag_p99_ms {
+        limits.send_lag_p99_ms = v;
+    }
+    summary.verdict = verdict::judge(&summary, &limits);
+    let criteria = Criteria::default();
+    let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
+    analysis::annotate(&mut summary, &analysis);
+    summary.analysis.criteria = Some(criteria.summarize());
+    print!("{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
+    if !args.dry_run {
+        write_json(&path, &summary)?;
+        println!("summary: {} (verdict updated)", path.display());
+    }
+    Ok(outcome_of(&summary))
+}
+
+/// The exit outcome a finished summary calls for. A breakpoint run exists to find where
+/// steps start failing, so one that found its knee has passed.
+fn outcome_of(s: &summary::Summary) -> Outcome {
+    if s.interrupted {
+        Outcome::Interrupted
+    } else if s.verdict.trusted == Some(false) {
+        Outcome::Untrusted
+    } else if s.run.profile == "breakpoint" && s.knee.is_some() {
+        Outcome::Passed
+    } else if s.phases.iter().any(|p| p.passed == Some(false)) {
+        Outcome::GatesFailed
+    } else {
+        Outcome::Passed
     }
 }
 
@@ -66,7 +118,77 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
     let out_dir = plan.out.clone().unwrap_or_else(default_out_dir);
     fs::create_dir_all(&out_dir).with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
 
-    let (probes, probe_reason) = if plan.probes {
+    if builtin.is_some() {
+        println!("loader: no --url given: running the built-in demo against the built-in target at {url}");
+    }
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&interrupted)).context("cannot install signal handler")?;
+    }
+
+    let repeat = plan.capacity.repeat.max(1) as usize;
+    let mut runs = Vec::with_capacity(repeat);
+    for k in 1..=repeat {
+        let dir = if repeat > 1 { out_dir.join(format!("run-{k}")) } else { out_dir.clone() };
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create output directory {}", dir.display()))?;
+        if repeat > 1 {
+            println!("\nloader: run {k} of {repeat}");
+        }
+        let (summary, analysis) = run_once(&plan, &dir, &interrupted)?;
+        let stop = summary.interrupted;
+        runs.push((dir, summary, analysis));
+        if stop {
+            break;
+        }
+    }
+    if let Some(t) = builtin {
+        t.stop();
+    }
+
+    let (_, last, _) = runs.last().expect("at least one run");
+    let mut combined = last.clone();
+    if repeat > 1 || plan.capacity.peak.is_some() {
+        let knees: Vec<_> = runs.iter().map(|(_, _, a)| a.knees.slo.clone()).collect();
+        let r = analysis::capacity::repeats(&knees)?;
+        let mut cap = CapacitySummary {
+            knees: r.knees.clone(),
+            runs: runs.iter().map(|(d, ..)| d.display().to_string()).collect(),
+            max_sustainable: r.max_sustainable,
+            range: r.range,
+            relative_spread: r.relative_spread,
+            steps_apart: r.steps_apart,
+            settled: r.settled,
+            margin: plan.capacity.margin,
+            peak_rps: plan.capacity.peak,
+            usable_per_node: None,
+            nodes: None,
+        };
+        if let (Some(max), Some(peak)) = (r.max_sustainable, plan.capacity.peak) {
+            let p = analysis::capacity::capacity_plan(max, plan.capacity.margin, peak)?;
+            cap.usable_per_node = Some(p.usable_per_node);
+            cap.nodes = Some(p.nodes);
+        }
+        print!("\n{}", text::render_capacity(&cap));
+        combined.capacity = Some(cap);
+        // Untrusted or interrupted in any run makes the whole untrusted or interrupted.
+        if runs.iter().any(|(_, s, _)| s.verdict.trusted == Some(false)) {
+            combined.verdict.trusted = Some(false);
+        }
+        combined.interrupted = runs.iter().any(|(_, s, _)| s.interrupted);
+        let path = out_dir.join("summary.json");
+        write_json(&path, &combined)?;
+        println!("summary: {}", path.display());
+    }
+    Ok(outcome_of(&combined))
+}
+
+/// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
+fn run_once(
+    plan: &Plan,
+    dir: &Path,
+    interrupted: &Arc<AtomicBool>,
+) -> anyhow::Result<(summary::Summary, analysis::Analysis)> {
+    let (mut probes, probe_reason) = if plan.probes {
         match Probes::start(std::process::id()) {
             Ok(p) => (Some(p), None),
             Err(e) => {
@@ -78,12 +200,9 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
     } else {
         (None, Some("disabled with --no-probes".to_string()))
     };
-
-    if builtin.is_some() {
-        println!("loader: no --url given: running the built-in demo against the built-in target at {url}");
-    }
     println!(
-        "loader: {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",
+        "loader: {} profile, {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",
+        plan.profile_kind().as_str(),
         plan.phases.len(),
         plan.duration().as_secs_f64(),
         plan.connections,
@@ -92,25 +211,15 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
     );
 
     let stop = Arc::new(AtomicBool::new(false));
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&interrupted)).context("cannot install signal handler")?;
-    }
-
     let started_at = rfc3339(SystemTime::now());
-    let run = execute(&plan, &stop, &interrupted)?;
-
+    let run = execute(plan, &stop, interrupted, probes.as_mut())?;
     let probes_summary = probe_summary(probes.as_ref(), probe_reason);
     drop(probes);
-    if let Some(t) = builtin {
-        t.stop();
-    }
 
-    let was_interrupted = interrupted.load(Ordering::Relaxed);
-    let summary = summary::build(&summary::Inputs {
-        plan: &plan,
+    let mut summary = summary::build(&summary::Inputs {
+        plan,
         record: &run.record,
-        interrupted: was_interrupted,
+        interrupted: interrupted.load(Ordering::Relaxed),
         elapsed_s: run.elapsed.as_secs_f64(),
         started_at,
         probes: probes_summary,
@@ -118,13 +227,22 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
         rss_mib: (run.rss_mib.0, run.rss_mib.1, proc_status_mib("VmHWM:")),
         health: run.health.clone(),
     });
-    print!("\n{}", text::render(&summary));
-    crate::report::hdr::write(&out_dir.join("latency.hlog"), &plan, &run.record, run.started)
+    summary.analysis.emergency_stop = run.emergency_stop.clone();
+    summary.verdict = verdict::judge(&summary, &Limits::from(&plan.verdict));
+    let criteria = Criteria::from(&plan.slo);
+    let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
+    analysis::annotate(&mut summary, &analysis);
+    summary.analysis.criteria = Some(criteria.summarize());
+    print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
+    if plan.phases.iter().filter(|p| p.kind == PhaseKind::Hold).count() > 1 {
+        print!("\n{}", analysis::render_steps(&summary.phases, &summary.series, &analysis));
+    }
+    crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started)
         .context("cannot write the HDR interval log")?;
-    let path = out_dir.join("summary.json");
+    let path = dir.join("summary.json");
     write_json(&path, &summary)?;
     println!("summary: {}", path.display());
-    Ok(if was_interrupted { Outcome::Interrupted } else { Outcome::Passed })
+    Ok((summary, analysis))
 }
 
 /// What the shards measured, merged, and the loader's CPU per second.
@@ -138,10 +256,51 @@ struct Executed {
     started: SystemTime,
     /// `/proc` and cgroup health, per second.
     health: HealthSummary,
+    /// The emergency stop, if it fired.
+    emergency_stop: Option<EmergencyStop>,
+}
+
+/// Sums of the shards' live counters.
+#[derive(Debug, Default, Clone, Copy)]
+struct LiveTotals {
+    sent: u64,
+    ok: u64,
+    errors: u64,
+    in_flight: u64,
+    open: u64,
+}
+
+impl LiveTotals {
+    fn of(lives: &[Arc<Live>]) -> Self {
+        let sum =
+            |f: fn(&Live) -> &std::sync::atomic::AtomicU64| lives.iter().map(|l| f(l).load(Ordering::Relaxed)).sum();
+        LiveTotals {
+            sent: sum(|l| &l.sent),
+            ok: sum(|l| &l.ok),
+            errors: sum(|l| &l.errors),
+            in_flight: sum(|l| &l.in_flight),
+            open: sum(|l| &l.open_connections),
+        }
+    }
+
+    /// Counts since `before` (levels — in flight, open — as they are now).
+    fn since(&self, before: &LiveTotals) -> LiveTotals {
+        LiveTotals {
+            sent: self.sent - before.sent,
+            ok: self.ok - before.ok,
+            errors: self.errors - before.errors,
+            ..*self
+        }
+    }
 }
 
 /// Start one thread per shard, show progress each second, merge when they end.
-fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -> anyhow::Result<Executed> {
+fn execute(
+    plan: &Plan,
+    stop: &Arc<AtomicBool>,
+    interrupted: &Arc<AtomicBool>,
+    mut probes: Option<&mut Probes>,
+) -> anyhow::Result<Executed> {
     let windows: Vec<_> = plan.phases.iter().map(|p| p.window()).collect();
     let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
     let clock = Clock::new(Instant::now() + POOL_OPEN_GRACE);
@@ -151,7 +310,7 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
         head: plan.requests.iter().map(|r| r.head).collect(),
         mix: plan.mix(),
     });
-    let peak_rate = plan.phases.iter().map(|p| p.rate).fold(0.0, f64::max);
+    let peak_rate = plan.peak_rate();
     let mut lives = Vec::new();
     let mut handles = Vec::new();
     for shard in 0..plan.threads {
@@ -190,6 +349,11 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
     let mut tick = clock.start();
     let mut cpu_samples = Vec::new();
     let mut rss_start = None;
+    // The emergency stop watches each second after warm-up (analysis::live decides).
+    let judged_from = plan.phases.iter().find(|p| p.kind != PhaseKind::Warmup).map_or(Duration::MAX, |p| p.start);
+    let mut detector = plan.emergency_stop.then(|| CliffDetector::new(StopRule::default()));
+    let mut emergency: Option<(StopReason, u64)> = None;
+    let mut last = LiveTotals::default();
     while handles.iter().any(|h| !h.is_finished()) {
         if interrupted.load(Ordering::Relaxed) {
             stop.store(true, Ordering::Relaxed);
@@ -197,35 +361,67 @@ fn execute(plan: &Plan, stop: &Arc<AtomicBool>, interrupted: &Arc<AtomicBool>) -
         let now = Instant::now();
         if now >= tick + Duration::from_secs(1) {
             tick += Duration::from_secs(1);
+            let at = tick.saturating_duration_since(clock.start());
             let pct = cpu.sample();
             health.sample();
+            if let Some(p) = probes.as_deref_mut() {
+                p.sample();
+            }
             if tick > clock.start() {
                 cpu_samples.push(pct);
                 if rss_start.is_none() {
                     rss_start = proc_status_mib("VmRSS:");
                 }
             }
-            progress.line(&lives, tick.saturating_duration_since(clock.start()), pct);
+            let totals = LiveTotals::of(&lives);
+            let second = totals.since(&last);
+            last = totals;
+            progress.line(at, &second, pct);
+            let t = at.as_secs();
+            if let Some(d) = detector.as_mut()
+                && t >= 1
+                && Duration::from_secs(t - 1) >= judged_from
+                && emergency.is_none()
+            {
+                let from = (t - 1) * 1_000_000_000;
+                let offered = summary::offered_between(plan, from, from + 1_000_000_000);
+                let live = LiveSecond::new(t - 1, offered, second.sent, second.ok, &[second.errors]);
+                if d.observe(&live) {
+                    stop.store(true, Ordering::Relaxed);
+                    let reason = d.stopped().cloned().expect("a fired detector has a reason");
+                    progress.note(&format!("EMERGENCY STOP at {t}s: {}", reason.detail));
+                    emergency = Some((reason, clock.now_ns()));
+                }
+            }
         }
-        thread::sleep(Duration::from_millis(20));
+        thread::sleep(Duration::from_millis(5));
     }
     progress.finish();
     let elapsed = clock.start().elapsed();
 
     let mut merged: Option<ShardRecord> = None;
+    let mut last_send_ns = None;
     for (shard, h) in handles.into_iter().enumerate() {
-        let ShardResult { record, .. } =
+        let ShardResult { record, last_send_ns: last_send, .. } =
             h.join().map_err(|_| engine::EngineError::Thread(shard))?.with_context(|| format!("shard {shard}"))?;
+        last_send_ns = last_send_ns.max(last_send);
         match &mut merged {
             None => merged = Some(record),
             Some(m) => m.merge(&record),
         }
     }
+    let emergency_stop = emergency.map(|(r, raised_ns)| EmergencyStop {
+        at_s: r.t + 1,
+        since_s: r.since,
+        cause: format!("{:?}", r.cause).to_lowercase(),
+        detail: r.detail,
+        halted_within_ms: Some(last_send_ns.map_or(0.0, |l| l.saturating_sub(raised_ns) as f64 / 1e6)),
+    });
     let record = merged.expect("at least one shard");
     let elapsed = elapsed.min(plan.duration() + plan.timeout);
     let rss_end = proc_status_mib("VmRSS:");
     let health = HealthSummary { peaks: health.peaks(), series: health.series };
-    Ok(Executed { record, elapsed, cpu: cpu_samples, rss_mib: (rss_start, rss_end), started, health })
+    Ok(Executed { record, elapsed, cpu: cpu_samples, rss_mib: (rss_start, rss_end), started, health, emergency_stop })
 }
 
 /// Per-second CPU of the shard threads, from /proc/self/task/TID/stat.
@@ -276,7 +472,6 @@ impl CpuMeter {
 struct Progress {
     tty: bool,
     phases: Vec<(Duration, String, f64)>,
-    last: std::cell::Cell<(u64, u64, u64)>,
 }
 
 impl Progress {
@@ -284,18 +479,10 @@ impl Progress {
         Progress {
             tty: !plan.plain && std::io::stdout().is_terminal(),
             phases: plan.phases.iter().map(|p| (p.start, p.name.clone(), p.rate)).collect(),
-            last: std::cell::Cell::new((0, 0, 0)),
         }
     }
 
-    fn line(&self, lives: &[Arc<Live>], at: Duration, cpu: f64) {
-        let sum = |f: fn(&Live) -> u64| lives.iter().map(|l| f(l)).sum::<u64>();
-        let sent = sum(|l| l.sent.load(Ordering::Relaxed));
-        let ok = sum(|l| l.ok.load(Ordering::Relaxed));
-        let errors = sum(|l| l.errors.load(Ordering::Relaxed));
-        let in_flight = sum(|l| l.in_flight.load(Ordering::Relaxed));
-        let open = sum(|l| l.open_connections.load(Ordering::Relaxed));
-        let (ps, po, pe) = self.last.replace((sent, ok, errors));
+    fn line(&self, at: Duration, second: &LiveTotals, cpu: f64) {
         let phase = self
             .phases
             .iter()
@@ -306,11 +493,11 @@ impl Progress {
         let text = format!(
             "[{:>4}s] {phase:<20} sent {:>7}/s  ok {:>7}/s  errors {:>5}  in-flight {:>5}  conns {:>5}  cpu {:>3.0}%",
             at.as_secs(),
-            sent - ps,
-            ok - po,
-            errors - pe,
-            in_flight,
-            open,
+            second.sent,
+            second.ok,
+            second.errors,
+            second.in_flight,
+            second.open,
             cpu
         );
         let mut out = std::io::stdout().lock();
@@ -319,6 +506,13 @@ impl Progress {
         } else {
             let _ = writeln!(out, "{text}");
         }
+        let _ = out.flush();
+    }
+
+    /// A line that stays on screen (an event, not progress).
+    fn note(&self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = if self.tty { writeln!(out, "\r{text}\x1b[K") } else { writeln!(out, "{text}") };
         let _ = out.flush();
     }
 
@@ -333,15 +527,48 @@ fn probe_summary(probes: Option<&Probes>, reason: Option<String>) -> ProbeSummar
     let Some(p) = probes else {
         return ProbeSummary { available: false, unavailable_reason: reason, ..Default::default() };
     };
-    match p.tcp_states() {
-        Ok(states) => {
-            ProbeSummary { available: true, tcp_states: Some(states), lost: Some(p.lost()), ..Default::default() }
+    let r = match p.readings() {
+        Ok(r) => r,
+        Err(e) => {
+            return ProbeSummary {
+                available: false,
+                unavailable_reason: Some(format!("reading probe maps failed: {}", crate::error::one_line(&e))),
+                ..Default::default()
+            };
         }
-        Err(e) => ProbeSummary {
-            available: false,
-            unavailable_reason: Some(format!("reading probe maps failed: {}", crate::error::one_line(&e))),
-            ..Default::default()
-        },
+    };
+    let ok = |name: &str| r.availability.get(name).is_some_and(|v| v == "ok");
+    ProbeSummary {
+        available: true,
+        unavailable_reason: None,
+        connect_ms: Some(summary::ConnectMs {
+            p50: r.connect_ms.p50.unwrap_or(0.0),
+            p99: r.connect_ms.p99.unwrap_or(0.0),
+            max: r.connect_ms.max.unwrap_or(0.0),
+            count: r.connect_ms.count,
+            failed: r.connect_ms.failed,
+        }),
+        syn_retransmits: ok("syn_retransmits").then_some(r.syn_retransmits),
+        resets: (ok("resets_received") || ok("resets_sent"))
+            .then_some(summary::Resets { sent: r.resets.sent, received: r.resets.received }),
+        time_wait: Some(summary::TimeWait {
+            entries: r.time_wait.entries,
+            max_live: r.time_wait.max_live.unwrap_or(0),
+        }),
+        ephemeral_ports_max_ratio: r.ephemeral_ports_max_ratio,
+        tls_handshakes: None,
+        runqueue_us: ok("runqueue").then(|| summary::RunQueueUs {
+            p50: r.runqueue_us.p50.unwrap_or(0.0),
+            p99: r.runqueue_us.p99.unwrap_or(0.0),
+            max: r.runqueue_us.max.unwrap_or(0.0),
+        }),
+        tcp_states: Some(r.tcp_states.clone()),
+        lost: Some(r.lost),
+        retransmits: Some(r.retransmits),
+        drops: ok("drops").then(|| r.drops.clone()),
+        lost_by_reason: Some(r.lost_by_reason.clone()),
+        availability: Some(r.availability.clone()),
+        series: p.series().cloned().collect(),
     }
 }
 

@@ -144,7 +144,12 @@ fn status_classes_from_a_real_server() {
         &dir,
         Duration::from_secs(30),
     );
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(4),
+        "every answer a 404: gates failed\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let main = phase(summary.as_ref().expect("summary.json written"), "main");
     assert_eq!(u(&main["errors"]["http_4xx"]), 100);
     assert_eq!(u(&main["ok"]), 0);

@@ -82,7 +82,8 @@ fn stalls_show_in_corrected_latency_not_only_in_service_time() {
         &out,
         Duration::from_secs(40),
     );
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    // The step fails its gates (late sends), on trusted data: exit 4.
+    assert_eq!(output.status.code(), Some(4), "{}", String::from_utf8_lossy(&output.stderr));
     let s = summary.expect("summary.json written");
     let main = phase(&s, "main");
     let p99 = f(&main["latency_ms"]["p99"]);
@@ -92,6 +93,13 @@ fn stalls_show_in_corrected_latency_not_only_in_service_time() {
     assert_eq!(u(&main["ok"]), 4000, "stalled requests still complete");
     assert!(u(&main["waited_for_connection"]) > 0, "16 connections cannot cover a 1 s stall at 500/s");
     assert!(u(&main["late"]) > 0);
+    assert_eq!(main["passed"], false);
+    // The verdict blames the target's stall (the pool ran dry), not the loader.
+    assert_eq!(s["verdict"]["trusted"], true, "{}", s["verdict"]);
+    let reasons = s["verdict"]["reasons"].as_array().unwrap();
+    let pool = reasons.iter().find(|r| r["code"] == "pool_exhausted").expect("pool_exhausted reason");
+    assert_eq!(pool["side"], "target");
+    assert!(!reasons.iter().any(|r| r["side"] == "loader" && r["invalidates"] == true), "{reasons:?}");
 }
 
 #[test]
@@ -115,7 +123,12 @@ fn timeouts_are_counted_and_recorded_at_the_deadline() {
         &out,
         Duration::from_secs(30),
     );
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(4),
+        "all timed out: gates failed\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let s = summary.expect("summary.json written");
     let main = phase(&s, "main");
     assert_eq!(u(&main["errors"]["timeout"]), 20);
@@ -136,13 +149,15 @@ fn refused_connections_are_connect_errors() {
         &out,
         Duration::from_secs(30),
     );
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(4), "all refused: gates failed\n{}", String::from_utf8_lossy(&output.stderr));
     let s = summary.expect("summary.json written");
     let main = phase(&s, "main");
     assert_eq!(u(&main["errors"]["connect"]), 50);
     // Nothing is skipped: planned = sent + dropped + never connected.
     assert_eq!(u(&main["requests"]), u(&main["sent"]) + u(&main["errors"]["dropped"]) + 50);
     assert_eq!(u(&main["latency_ms"]["count"]), 0, "connect errors have no latency to record");
+    let reasons = main["fail_reasons"].as_array().unwrap();
+    assert!(reasons.iter().any(|r| r.as_str().unwrap().starts_with("error_budget")), "{main}");
 }
 
 #[test]
@@ -283,4 +298,32 @@ fn head_responses_have_no_body() {
     let main = phase(summary.as_ref().expect("summary.json written"), "main");
     assert_eq!(u(&main["ok"]), 100, "{main}");
     assert_eq!(u(&main["errors"]["timeout"]), 0, "a HEAD response must not wait for a body");
+}
+
+/// A target of capacity 10 req/s (1 worker × 100 ms) driven at 200 req/s with a 300 ms
+/// timeout collapses at once; the emergency stop must halt sending within 200 ms of deciding,
+/// long before the planned 20 s.
+#[test]
+fn emergency_stop_halts_a_collapsing_run() {
+    let target = Target::start(&["--workers", "1", "--delay", "100ms"]);
+    let out = out_dir("emergency");
+    let (output, summary) = loader_run(
+        &["--url", &target.url(), "--rate", "200", "--duration", "20s", "--timeout", "300ms", "--no-probes"],
+        &out,
+        Duration::from_secs(40),
+    );
+    assert_eq!(output.status.code(), Some(4), "{}", String::from_utf8_lossy(&output.stderr));
+    let s = summary.expect("summary.json written");
+    let stop = &s["analysis"]["emergency_stop"];
+    assert!(stop.is_object(), "no emergency stop: {}", s["analysis"]);
+    let halted = f(&stop["halted_within_ms"]);
+    assert!(halted <= 200.0, "sending went on {halted} ms after the stop");
+    let at = u(&stop["at_s"]);
+    assert!((2..=6).contains(&at), "stopped at {at} s");
+    assert!(f(&s["run"]["elapsed_s"]) < 10.0, "the run went on: {}", s["run"]["elapsed_s"]);
+    assert_eq!(s["interrupted"], false);
+    // The series shows nothing sent in the seconds after the stop.
+    let series = s["series"].as_array().unwrap();
+    let after: u64 = series.iter().filter(|x| u(&x["t"]) > at).map(|x| u(&x["sent"])).sum();
+    assert_eq!(after, 0, "sends after the stop");
 }

@@ -21,10 +21,7 @@ impl Cmd {
     /// `program` with no arguments yet.
     pub fn new(program: impl AsRef<OsStr>) -> Cmd {
         let program = program.as_ref();
-        Cmd {
-            command: Command::new(program),
-            shown: program.to_string_lossy().into_owned(),
-        }
+        Cmd { command: Command::new(program), shown: program.to_string_lossy().into_owned() }
     }
 
     /// Appends arguments.
@@ -45,11 +42,7 @@ impl Cmd {
     /// Sets one environment variable for the child (shown in the echo).
     pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Cmd {
         let value = value.as_ref();
-        self.shown = format!(
-            "{key}={} {}",
-            shell_quote(&value.to_string_lossy()),
-            self.shown
-        );
+        self.shown = format!("{key}={} {}", shell_quote(&value.to_string_lossy()), self.shown);
         self.command.env(key, value);
         self
     }
@@ -63,10 +56,7 @@ impl Cmd {
     /// Prints the command, runs it with inherited stdio, and returns its exit status.
     pub fn status(mut self) -> Result<ExitStatus> {
         println!("$ {}", self.shown);
-        self.command
-            .stdin(Stdio::null())
-            .status()
-            .with_context(|| format!("cannot start `{}`", self.shown))
+        self.command.stdin(Stdio::null()).status().with_context(|| format!("cannot start `{}`", self.shown))
     }
 
     /// Like [`Cmd::status`], but a non-zero exit is an error naming the command.
@@ -81,16 +71,8 @@ impl Cmd {
 
     /// Runs silently (a read-only probe) and returns trimmed stdout if it exits 0.
     pub fn probe(mut self) -> Option<String> {
-        let output = self
-            .command
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        output
-            .status
-            .success()
-            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        let output = self.command.stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
+        output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
     }
 }
 
@@ -115,15 +97,8 @@ pub fn exit_code(status: ExitStatus) -> u8 {
 }
 
 fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
+    let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
 
 /// Whether this process runs with effective uid 0 (read from /proc, no libc needed).
@@ -150,8 +125,7 @@ pub fn which(program: &str) -> Option<PathBuf> {
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The cargo that runs us (`$CARGO`, set by `cargo run`), so nested builds use the same
@@ -162,10 +136,7 @@ pub fn cargo() -> Cmd {
 
 /// The workspace root: xtask lives in `<root>/xtask`.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask's manifest dir has a parent")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask's manifest dir has a parent").to_path_buf()
 }
 
 /// Where cargo writes build output: `$CARGO_TARGET_DIR` if set, else `<root>/target`.

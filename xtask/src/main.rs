@@ -75,10 +75,7 @@ fn setup_command(args: &[OsString]) -> Result<ExitCode> {
 
 /// Builds `target/release/loader` and returns its path.
 fn build_release_loader() -> Result<PathBuf> {
-    cmd::cargo()
-        .args(["build", "--release", "-p", "loader"])
-        .current_dir(&cmd::workspace_root())
-        .run()?;
+    cmd::cargo().args(["build", "--release", "-p", "loader"]).current_dir(&cmd::workspace_root()).run()?;
     Ok(cmd::target_dir().join("release/loader"))
 }
 
@@ -90,10 +87,7 @@ fn demo(args: &[OsString]) -> Result<ExitCode> {
         println!("note: not root, so the eBPF probes cannot load: running with --no-probes");
         run = run.args(["--no-probes"]);
     }
-    let status = run
-        .args(args)
-        .current_dir(&cmd::workspace_root())
-        .status()?;
+    let status = run.args(args).current_dir(&cmd::workspace_root()).status()?;
     if !status.success() {
         println!("demo: loader ended with {}", cmd::describe(status));
     }
@@ -110,24 +104,13 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
     } else {
         println!("note: not root: the tests that need root (eBPF probes) skip and say why");
     }
-    let status = cargo_test
-        .args(["test", "--workspace"])
-        .args(args)
-        .current_dir(&cmd::workspace_root())
-        .status()?;
-    let mode = if root {
-        "as root, LOADER_EBPF=require"
-    } else {
-        "not root, privileged tests skipped"
-    };
+    let status = cargo_test.args(["test", "--workspace"]).args(args).current_dir(&cmd::workspace_root()).status()?;
+    let mode = if root { "as root, LOADER_EBPF=require" } else { "not root, privileged tests skipped" };
     if status.success() {
         println!("xtask test: passed ({mode})");
         Ok(ExitCode::SUCCESS)
     } else {
-        println!(
-            "xtask test: FAILED ({mode}): cargo test ended with {}",
-            cmd::describe(status)
-        );
+        println!("xtask test: FAILED ({mode}): cargo test ended with {}", cmd::describe(status));
         Ok(ExitCode::from(cmd::exit_code(status).max(1)))
     }
 }

@@ -34,15 +34,13 @@ pub enum Extras {
 pub fn run(extras: Extras) -> Result<()> {
     let root = cmd::is_root();
     let sysroot = PathBuf::from(
-        Cmd::new("rustc")
-            .args(["--print", "sysroot"])
-            .probe()
-            .context("`rustc --print sysroot` failed")?,
+        Cmd::new("rustc").args(["--print", "sysroot"]).probe().context("`rustc --print sysroot` failed")?,
     );
     rust_src(&sysroot)?;
     bpf_linker(&sysroot)?;
     tracefs(root);
-    let mut packages = vec![("nginx", "nginx-light"), ("wrk", "wrk")];
+    // `ip` (iproute2) builds the network namespaces of the probe tests.
+    let mut packages = vec![("nginx", "nginx-light"), ("wrk", "wrk"), ("ip", "iproute2")];
     if extras == Extras::Bench {
         packages.push(("python3", "python3"));
     }
@@ -57,17 +55,12 @@ pub fn run(extras: Extras) -> Result<()> {
 fn rust_src(sysroot: &Path) -> Result<()> {
     let marker = sysroot.join("lib/rustlib/src/rust/library/core/src/lib.rs");
     if marker.is_file() {
-        println!(
-            "ok: rust-src ({})",
-            sysroot.join("lib/rustlib/src/rust").display()
-        );
+        println!("ok: rust-src ({})", sysroot.join("lib/rustlib/src/rust").display());
         return Ok(());
     }
     println!("installing: rust-src (rustup component add rust-src)");
     let from_rustup = match cmd::which("rustup") {
-        Some(_) => Cmd::new("rustup")
-            .args(["component", "add", "rust-src"])
-            .run(),
+        Some(_) => Cmd::new("rustup").args(["component", "add", "rust-src"]).run(),
         None => Err(anyhow::anyhow!("rustup is not on PATH")),
     };
     if let Err(err) = from_rustup {
@@ -75,10 +68,7 @@ fn rust_src(sysroot: &Path) -> Result<()> {
         rust_src_offline(sysroot)?;
     }
     if !marker.is_file() {
-        bail!(
-            "rust-src still missing after install: {} does not exist",
-            marker.display()
-        );
+        bail!("rust-src still missing after install: {} does not exist", marker.display());
     }
     Ok(())
 }
@@ -89,42 +79,23 @@ fn rust_src_offline(sysroot: &Path) -> Result<()> {
     if release != RUST_SRC_RELEASE {
         bail!("the offline rust-src is for rustc {RUST_SRC_RELEASE}, this rustc is {release}");
     }
-    let shared = cmd::workspace_root()
-        .parent()
-        .map(|p| p.join("shared/toolchain"));
+    let shared = cmd::workspace_root().parent().map(|p| p.join("shared/toolchain"));
     let tarball = shared
         .map(|dir| dir.join(format!("rust-src-{RUST_SRC_RELEASE}.tar.xz")))
         .filter(|path| path.is_file())
         .context("no offline rust-src: ../shared/toolchain/rust-src-1.95.0.tar.xz not found")?;
-    let sum = Cmd::new("sha256sum")
-        .args([&tarball])
-        .probe()
-        .context("sha256sum failed")?;
+    let sum = Cmd::new("sha256sum").args([&tarball]).probe().context("sha256sum failed")?;
     if sum.split_whitespace().next() != Some(RUST_SRC_SHA256) {
-        bail!(
-            "{}: sha256 mismatch (expected {RUST_SRC_SHA256}, got {sum})",
-            tarball.display()
-        );
+        bail!("{}: sha256 mismatch (expected {RUST_SRC_SHA256}, got {sum})", tarball.display());
     }
     let unpack = std::env::temp_dir().join(format!("xtask-rust-src-{}", std::process::id()));
-    std::fs::create_dir_all(&unpack)
-        .with_context(|| format!("cannot create {}", unpack.display()))?;
+    std::fs::create_dir_all(&unpack).with_context(|| format!("cannot create {}", unpack.display()))?;
     let installed = Cmd::new("tar")
-        .args([
-            "-xJf".as_ref(),
-            tarball.as_os_str(),
-            "-C".as_ref(),
-            unpack.as_os_str(),
-        ])
+        .args(["-xJf".as_ref(), tarball.as_os_str(), "-C".as_ref(), unpack.as_os_str()])
         .run()
         .and_then(|()| {
             let install_sh = unpack.join(format!("rust-src-{RUST_SRC_RELEASE}/install.sh"));
-            Cmd::new("sh")
-                .args([
-                    install_sh.into_os_string(),
-                    format!("--prefix={}", sysroot.display()).into(),
-                ])
-                .run()
+            Cmd::new("sh").args([install_sh.into_os_string(), format!("--prefix={}", sysroot.display()).into()]).run()
         });
     let _ = std::fs::remove_dir_all(&unpack);
     installed
@@ -145,36 +116,21 @@ fn bpf_linker(sysroot: &Path) -> Result<()> {
     let lib = sysroot.join("lib");
     let dylib = llvm_dylib(&lib, &major)?;
     println!("installing: bpf-linker {BPF_LINKER_VERSION} against rustc's LLVM {major} ({dylib})");
-    let rustflags = format!(
-        "-L native={lib} -l dylib={dylib} -C link-arg=-Wl,-rpath,{lib}",
-        lib = lib.display()
-    );
+    let rustflags = format!("-L native={lib} -l dylib={dylib} -C link-arg=-Wl,-rpath,{lib}", lib = lib.display());
     cmd::cargo()
         .env("RUSTFLAGS", rustflags)
-        .args([
-            "install",
-            &format!("bpf-linker@{BPF_LINKER_VERSION}"),
-            "--locked",
-            "--force",
-        ])
-        .args([
-            "--no-default-features",
-            "--features",
-            &format!("llvm-{major},no-llvm-linking"),
-        ])
+        .args(["install", &format!("bpf-linker@{BPF_LINKER_VERSION}"), "--locked", "--force"])
+        .args(["--no-default-features", "--features", &format!("llvm-{major},no-llvm-linking")])
         .run()?;
     if Cmd::new("bpf-linker").args(["--version"]).probe().is_none() {
-        bail!(
-            "bpf-linker was installed but `bpf-linker --version` does not run: is ~/.cargo/bin on PATH?"
-        );
+        bail!("bpf-linker was installed but `bpf-linker --version` does not run: is ~/.cargo/bin on PATH?");
     }
     Ok(())
 }
 
 /// The name to pass to `-l dylib=`: `libLLVM-22-rust-1.95.0-stable.so` → `LLVM-22-rust-1.95.0-stable`.
 fn llvm_dylib(lib: &Path, major: &str) -> Result<String> {
-    let entries =
-        std::fs::read_dir(lib).with_context(|| format!("cannot list {}", lib.display()))?;
+    let entries = std::fs::read_dir(lib).with_context(|| format!("cannot list {}", lib.display()))?;
     let mut names: Vec<String> = entries
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
         .filter_map(|name| Some(name.strip_prefix("lib")?.strip_suffix(".so")?.to_owned()))
@@ -192,10 +148,7 @@ fn llvm_dylib(lib: &Path, major: &str) -> Result<String> {
 
 /// One `Name: value` field of `rustc -vV`.
 fn rustc_field(field: &str) -> Result<String> {
-    let info = Cmd::new("rustc")
-        .args(["-vV"])
-        .probe()
-        .context("`rustc -vV` failed")?;
+    let info = Cmd::new("rustc").args(["-vV"]).probe().context("`rustc -vV` failed")?;
     info.lines()
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .map(|value| value.trim().to_owned())
@@ -217,10 +170,7 @@ fn tracefs(root: bool) {
         println!("skip: tracefs is not mounted at {TRACEFS} and mounting it needs root");
     } else {
         println!("installing: tracefs at {TRACEFS}");
-        if let Err(err) = Cmd::new("mount")
-            .args(["-t", "tracefs", "tracefs", TRACEFS])
-            .run()
-        {
+        if let Err(err) = Cmd::new("mount").args(["-t", "tracefs", "tracefs", TRACEFS]).run() {
             println!("warn: {err:#}; the probes will not attach");
         }
     }
@@ -228,9 +178,7 @@ fn tracefs(root: bool) {
 
 /// (d) Debian packages, as (binary that proves it, package that provides it).
 fn apt_packages(root: bool, wanted: &[(&str, &str)]) -> Result<()> {
-    let (present, missing): (Vec<_>, Vec<_>) = wanted
-        .iter()
-        .partition(|(binary, _)| cmd::which(binary).is_some());
+    let (present, missing): (Vec<_>, Vec<_>) = wanted.iter().partition(|(binary, _)| cmd::which(binary).is_some());
     if !present.is_empty() {
         let names: Vec<&str> = present.iter().map(|(binary, _)| *binary).collect();
         println!("ok: {}", names.join(", "));
@@ -247,25 +195,16 @@ fn apt_packages(root: bool, wanted: &[(&str, &str)]) -> Result<()> {
         return Ok(());
     }
     println!("installing: {} (apt-get)", packages.join(" "));
-    Cmd::new("apt-get")
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .args(["update", "-q"])
-        .run()?;
+    Cmd::new("apt-get").env("DEBIAN_FRONTEND", "noninteractive").args(["update", "-q"]).run()?;
     Cmd::new("apt-get")
         .env("DEBIAN_FRONTEND", "noninteractive")
         .args(["install", "-q", "-y", "--no-install-recommends"])
         .args(&packages)
         .run()?;
-    let still: Vec<&str> = missing
-        .iter()
-        .map(|(binary, _)| *binary)
-        .filter(|binary| cmd::which(binary).is_none())
-        .collect();
+    let still: Vec<&str> =
+        missing.iter().map(|(binary, _)| *binary).filter(|binary| cmd::which(binary).is_none()).collect();
     if !still.is_empty() {
-        bail!(
-            "apt-get finished but {} is still not on PATH",
-            still.join(", ")
-        );
+        bail!("apt-get finished but {} is still not on PATH", still.join(", "));
     }
     Ok(())
 }
@@ -277,9 +216,7 @@ fn oha() {
         return;
     }
     println!("installing: oha {OHA_VERSION} (cargo install, a few minutes)");
-    let installed = cmd::cargo()
-        .args(["install", &format!("oha@{OHA_VERSION}"), "--locked"])
-        .run();
+    let installed = cmd::cargo().args(["install", &format!("oha@{OHA_VERSION}"), "--locked"]).run();
     if let Err(err) = installed {
         println!("warn: {err:#}; the bench will skip oha");
     }

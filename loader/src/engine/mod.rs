@@ -152,8 +152,11 @@ impl RequestTable {
 pub struct ShardResult {
     /// What it measured.
     pub record: ShardRecord,
-    /// It stopped because the stop flag was raised, before the schedule ended.
-    pub stopped_early: bool,
+    /// When it saw the stop flag (ns since start), if the flag stopped it before its
+    /// schedule ended.
+    pub stopped_at_ns: Option<u64>,
+    /// When it sent its last request (ns since start).
+    pub last_send_ns: Option<u64>,
 }
 
 /// Failures that end a shard (as opposed to failed requests, which are recorded).

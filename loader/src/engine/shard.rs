@@ -26,6 +26,8 @@ const OP_SEND: u64 = 2;
 const OP_RECV: u64 = 3;
 /// Longest single wait, so the stop flag is seen promptly even when nothing is due.
 const MAX_WAIT_NS: u64 = 50_000_000;
+/// Longest wait for in-flight answers after a stop.
+const MAX_DRAIN_NS: u64 = 1_000_000_000;
 /// How often in-flight requests are checked against the client timeout.
 const EXPIRE_EVERY_NS: u64 = 10_000_000;
 /// Size of each provided receive buffer.
@@ -68,6 +70,8 @@ pub struct Shard {
     sent: u64,
     ok: u64,
     errors: u64,
+    /// When the last request was handed to the kernel (ns since start).
+    last_send_ns: Option<u64>,
     /// Last time the head of the schedule found no connection (ns since start).
     last_exhausted_ns: Option<u64>,
     cqes: Vec<(u64, i32, u32)>,
@@ -162,6 +166,7 @@ impl Shard {
             ok: 0,
             errors: 0,
             last_exhausted_ns: None,
+            last_send_ns: None,
             cqes: Vec::with_capacity(entries as usize * 2),
             wake_window_ns: cfg.wake_window.as_nanos() as u64,
             min_timeout: false,
@@ -179,34 +184,45 @@ impl Shard {
         // Let hrtimer waits end when asked, not up to 50 µs later (the default slack).
         // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-        let mut stopped_early = self.open_pool()?;
+        // When the stop flag rises (interrupt, emergency stop) nothing more is sent; answers
+        // already on their way are still awaited, for at most `drain_ns`.
+        let drain_ns = self.timeout_ns.min(MAX_DRAIN_NS);
+        let mut stopped_at = self.open_pool()?.then_some(0);
         let mut next_expire = 0;
-        while !stopped_early {
-            if self.stop.load(Ordering::Relaxed) {
-                stopped_early = true;
-                break;
-            }
+        loop {
             let now = self.clock.now_ns();
-            self.dispatch(now);
+            if stopped_at.is_none() && self.stop.load(Ordering::Relaxed) {
+                stopped_at = Some(now);
+            }
+            match stopped_at {
+                Some(at) if self.in_flight == 0 || now >= at + drain_ns => break,
+                Some(_) => {}
+                None => self.dispatch(now),
+            }
             if now >= next_expire {
                 self.expire(now);
                 next_expire = now + EXPIRE_EVERY_NS;
             }
-            if self.schedule.peek().is_none() && self.in_flight == 0 {
+            if stopped_at.is_none() && self.schedule.peek().is_none() && self.in_flight == 0 {
                 break;
             }
-            let wake = self.next_wake(now, next_expire).max(now + self.wake_window_ns);
+            let wake = match stopped_at {
+                Some(at) => (at + drain_ns).min(next_expire).min(now + MAX_WAIT_NS),
+                None => self.next_wake(now, next_expire).max(now + self.wake_window_ns),
+            };
             self.wait(wake.saturating_sub(self.clock.now_ns()))?;
             self.reap();
             self.publish();
         }
+        self.record.abandoned += u64::from(self.in_flight);
         self.shut_down()?;
         self.publish();
+        let last_send_ns = self.last_send_ns;
         let Shard { ring, bufs, conns, record, .. } = self;
         drop(ring);
         drop(conns);
         drop(bufs);
-        Ok(ShardResult { record, stopped_early })
+        Ok(ShardResult { record, stopped_at_ns: stopped_at, last_send_ns })
     }
 
     /// Connect every connection before the start instant; true if stopped meanwhile.
@@ -351,6 +367,7 @@ impl Shard {
         conn.ops += 1;
         let (fd, generation) = (conn.fd, conn.generation);
         self.record.on_send(f.phase, f.intended_ns, now, waited, self.in_flight);
+        self.last_send_ns = Some(now);
         self.sent += 1;
         let bytes = &self.requests.bytes[f.request as usize];
         let entry = opcode::Send::new(types::Fd(fd), bytes.as_ptr(), bytes.len() as u32)
@@ -368,9 +385,11 @@ impl Shard {
         }
         conn.recv_armed = true;
         conn.ops += 1;
-        let entry = opcode::RecvMulti::new(types::Fd(conn.fd), self.bufs.group)
-            .build()
-            .user_data(user_data(c, conn.generation, OP_RECV));
+        let entry = opcode::RecvMulti::new(types::Fd(conn.fd), self.bufs.group).build().user_data(user_data(
+            c,
+            conn.generation,
+            OP_RECV,
+        ));
         self.push(entry);
     }
 

@@ -81,9 +81,8 @@ impl Sampler {
             .ok()
             .and_then(|text| parse::cgroup_v2_path(&text))
             .map(|path| format!("/sys/fs/cgroup{path}/cpu.stat"));
-        let port_range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-            .ok()
-            .and_then(|t| parse::port_range(&t));
+        let port_range =
+            fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok().and_then(|t| parse::port_range(&t));
         let mut s = Sampler {
             started,
             clk_tck: if hz > 0 { hz as f64 } else { 100.0 },
@@ -105,12 +104,14 @@ impl Sampler {
 
     fn sample_inner(&mut self, keep: bool) {
         let now = Instant::now();
-        let mut sample = HealthSample { t: now.saturating_duration_since(self.started).as_secs(), ..Default::default() };
+        let mut sample =
+            HealthSample { t: now.saturating_duration_since(self.started).as_secs(), ..Default::default() };
 
         if let Some(ticks) = fs::read_to_string("/proc/self/stat").ok().and_then(|t| parse::process_ticks(&t)) {
             if let Some((at, before)) = self.last_process {
                 let secs = now.duration_since(at).as_secs_f64().max(1e-3);
-                sample.process_cpu_pct = Some(round1(ticks.saturating_sub(before) as f64 / self.clk_tck / secs * 100.0));
+                sample.process_cpu_pct =
+                    Some(round1(ticks.saturating_sub(before) as f64 / self.clk_tck / secs * 100.0));
             }
             self.last_process = Some((now, ticks));
         }
@@ -147,7 +148,8 @@ impl Sampler {
 
     /// Peaks over the series so far.
     pub fn peaks(&self) -> HealthPeaks {
-        let max_f = |it: &mut dyn Iterator<Item = f64>| it.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        let max_f =
+            |it: &mut dyn Iterator<Item = f64>| it.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
         let s = &self.series;
         HealthPeaks {
             fds_max_ratio: max_f(&mut s.iter().filter_map(|x| Some(x.fds? as f64 / x.fd_limit?.max(1) as f64)))

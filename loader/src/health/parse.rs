@@ -57,9 +57,7 @@ pub struct CgroupCpu {
 
 /// Parse `cpu.stat`.
 pub fn cgroup_cpu(text: &str) -> CgroupCpu {
-    let get = |key: &str| {
-        text.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse::<u64>().ok()))
-    };
+    let get = |key: &str| text.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse::<u64>().ok()));
     CgroupCpu { nr_throttled: get("nr_throttled "), throttled_usec: get("throttled_usec ") }
 }
 
@@ -102,7 +100,13 @@ pub fn sockstat(text: &str) -> Option<SockStat> {
     let line = text.lines().find(|l| l.starts_with("TCP:"))?;
     let words: Vec<&str> = line.split_whitespace().collect();
     let get = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)?.parse().ok());
-    Some(SockStat { inuse: get("inuse")?, orphan: get("orphan")?, tw: get("tw")?, alloc: get("alloc")?, mem: get("mem")? })
+    Some(SockStat {
+        inuse: get("inuse")?,
+        orphan: get("orphan")?,
+        tw: get("tw")?,
+        alloc: get("alloc")?,
+        mem: get("mem")?,
+    })
 }
 
 #[cfg(test)]

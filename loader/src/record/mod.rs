@@ -109,6 +109,9 @@ pub struct PhaseRecord {
     pub errors: [u64; 8],
     /// Sends more than [`LATE_NS`] behind schedule.
     pub late: u64,
+    /// Of those, sends that did not wait for a connection: the loader itself was late
+    /// (scheduling, CPU), not the pool.
+    pub late_unpooled: u64,
     /// Sends that found no free connection at their due time and waited for one.
     pub waited_for_connection: u64,
     /// Sends whose actual send time fell inside the phase window (for sent/s).
@@ -127,6 +130,7 @@ impl PhaseRecord {
             ok: 0,
             errors: [0; 8],
             late: 0,
+            late_unpooled: 0,
             waited_for_connection: 0,
             sent_in_window: 0,
             ok_in_window: 0,
@@ -143,6 +147,7 @@ impl PhaseRecord {
             *a += b;
         }
         self.late += other.late;
+        self.late_unpooled += other.late_unpooled;
         self.waited_for_connection += other.waited_for_connection;
         self.sent_in_window += other.sent_in_window;
         self.ok_in_window += other.ok_in_window;
@@ -186,6 +191,8 @@ pub struct ShardRecord {
     pub connect_failures: u64,
     /// Requests sent again on a fresh connection after a reused one turned out closed.
     pub retried_on_stale_connection: u64,
+    /// Requests still in flight when a stopped run gave up waiting for them (not recorded).
+    pub abandoned: u64,
 }
 
 impl ShardRecord {
@@ -197,6 +204,7 @@ impl ShardRecord {
             seconds: vec![Second::default(); seconds],
             connections_opened: 0,
             connect_failures: 0,
+            abandoned: 0,
             retried_on_stale_connection: 0,
         }
     }
@@ -233,6 +241,7 @@ impl ShardRecord {
         p.sent += 1;
         p.send_lag.saturating_record(us(lag));
         p.late += u64::from(lag > LATE_NS);
+        p.late_unpooled += u64::from(lag > LATE_NS && !waited_for_connection);
         p.waited_for_connection += u64::from(waited_for_connection);
         if let Some(w) = in_window {
             self.phases[w].sent_in_window += 1;
@@ -297,6 +306,7 @@ impl ShardRecord {
         }
         self.connections_opened += other.connections_opened;
         self.connect_failures += other.connect_failures;
+        self.abandoned += other.abandoned;
         self.retried_on_stale_connection += other.retried_on_stale_connection;
     }
 }
@@ -306,10 +316,7 @@ mod tests {
     use super::*;
 
     fn windows() -> Vec<Window> {
-        vec![
-            Window { start_ns: 0, end_ns: 1_000_000_000, rate: 10.0 },
-            Window { start_ns: 1_000_000_000, end_ns: 2_000_000_000, rate: 10.0 },
-        ]
+        vec![Window::constant(0, 1_000_000_000, 10.0), Window::constant(1_000_000_000, 2_000_000_000, 10.0)]
     }
 
     #[test]
@@ -321,7 +328,7 @@ mod tests {
         assert!(p.latency.equivalent(p.latency.max(), 60_000));
         assert!(p.service.equivalent(p.service.max(), 10_000));
         assert!(p.send_lag.equivalent(p.send_lag.max(), 50_000));
-        assert_eq!((p.sent, p.ok, p.late, p.waited_for_connection), (1, 1, 1, 1));
+        assert_eq!((p.sent, p.ok, p.late, p.waited_for_connection, p.late_unpooled), (1, 1, 1, 1, 0));
     }
 
     #[test]

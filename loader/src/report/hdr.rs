@@ -81,7 +81,10 @@ mod tests {
                 counts.push(hist.len());
             }
         }
-        assert_eq!(tags, ["step_1", "step_1.service", "step_1.send_lag", "step_2", "step_2.service", "step_2.send_lag"]);
+        assert_eq!(
+            tags,
+            ["step_1", "step_1.service", "step_1.send_lag", "step_2", "step_2.service", "step_2.send_lag"]
+        );
         assert_eq!(counts, [0, 0, 0, 1, 1, 0]);
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::health::{HealthPeaks, HealthSample};
+use crate::probes::ProbeSample;
 use crate::record::{ErrorClass, PhaseRecord, ShardRecord};
 use crate::scenario::Plan;
 
@@ -33,6 +34,14 @@ pub struct Summary {
     pub knee: Option<Point>,
     /// First collapsing step (filled by analysis; null until then).
     pub cliff: Option<Point>,
+    /// Everything else the analysis found: other knees, the criteria, warnings, Little's law,
+    /// the emergency stop.
+    #[serde(default)]
+    pub analysis: AnalysisSummary,
+    /// Repeats (`--repeat N`) and the capacity plan (`--peak`); null for a single run without
+    /// a peak.
+    #[serde(default)]
+    pub capacity: Option<CapacitySummary>,
     /// What the kernel probes saw.
     pub probes: ProbeSummary,
     /// Loader-side health.
@@ -58,12 +67,21 @@ pub struct RunInfo {
     pub threads: usize,
     /// Client timeout, seconds.
     pub timeout_s: f64,
+    /// Load profile (`constant`, `step`, `ramp`, `spike`, `soak`, `breakpoint`).
+    #[serde(default)]
+    pub profile: String,
+    /// Connections were reused (keep-alive).
+    #[serde(default = "yes")]
+    pub keepalive: bool,
     /// Connections opened during the run (pool and reconnects).
     pub connections_opened: u64,
     /// Connection attempts that failed.
     pub connect_failures: u64,
     /// Requests re-sent once after a stale keep-alive connection.
     pub retried_on_stale_connection: u64,
+    /// Requests still in flight when a stopped run stopped waiting for them (not recorded).
+    #[serde(default)]
+    pub abandoned: u64,
     /// Loader version.
     pub loader_version: String,
 }
@@ -153,6 +171,9 @@ pub struct PhaseSummary {
     pub errors: BTreeMap<String, u64>,
     /// Sends more than 10 ms behind schedule.
     pub late: u64,
+    /// Of the late sends, those that did not wait for a connection (the loader was late).
+    #[serde(default)]
+    pub late_unpooled: u64,
     /// Sends that found the pool exhausted and waited for a connection.
     pub waited_for_connection: u64,
     /// Latency from the intended send time (coordinated omission corrected).
@@ -165,6 +186,105 @@ pub struct PhaseSummary {
     pub passed: Option<bool>,
     /// Why it failed.
     pub fail_reasons: Vec<String>,
+}
+
+/// The analysis beyond `knee` and `cliff`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AnalysisSummary {
+    /// The break criteria the steps were judged against.
+    pub criteria: Option<CriteriaSummary>,
+    /// How the knee was found and what it means (e.g. a lower bound when every step passed).
+    pub knee_detail: Option<String>,
+    /// Last step whose goodput still followed the offered rate.
+    pub throughput_knee: Option<Point>,
+    /// Step before the first where the rate rose but goodput gained < 5 % while p99 rose > 25 %.
+    pub adaptive_knee: Option<Point>,
+    /// Failed steps that a later step passed after (instability, not capacity).
+    pub unstable_steps: Vec<String>,
+    /// Which rule found the cliff, and the numbers.
+    pub cliff_detail: Option<String>,
+    /// Percentiles that rest on too few tail samples, per step.
+    pub tail_warnings: Vec<String>,
+    /// Little's law cross-check per step.
+    pub little: Vec<LittleSummary>,
+    /// The emergency stop, if it fired.
+    pub emergency_stop: Option<EmergencyStop>,
+}
+
+/// Repeats and the capacity plan.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CapacitySummary {
+    /// Each run's knee, req/s (null: that run had none), in run order.
+    pub knees: Vec<Option<f64>>,
+    /// Each run's output directory.
+    pub runs: Vec<String>,
+    /// The minimum of the knees: what was shown sustainable in every run.
+    pub max_sustainable: Option<f64>,
+    /// Lowest and highest knee.
+    pub range: Option<(f64, f64)>,
+    /// (max − min) / max of the knees.
+    pub relative_spread: Option<f64>,
+    /// Steps between the lowest and highest knee.
+    pub steps_apart: Option<usize>,
+    /// At least 3 runs with knees at most one step apart.
+    pub settled: bool,
+    /// Usable share of the max sustainable rate per node.
+    pub margin: f64,
+    /// Peak demand to plan for, req/s.
+    pub peak_rps: Option<f64>,
+    /// Max sustainable × margin.
+    pub usable_per_node: Option<f64>,
+    /// ceil(peak / usable) + 1.
+    pub nodes: Option<u64>,
+}
+
+/// The criteria as judged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CriteriaSummary {
+    /// p95 limit, ms.
+    pub p95_ms: Option<f64>,
+    /// p99 limit, ms.
+    pub p99_ms: Option<f64>,
+    /// Highest error fraction.
+    pub error_budget: f64,
+    /// Lowest ok/s ÷ offered/s.
+    pub goodput_min: f64,
+    /// Highest fraction of late sends.
+    pub late_max: f64,
+    /// Most dropped requests.
+    pub dropped_max: u64,
+}
+
+/// Little's law for one step.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LittleSummary {
+    /// Step name.
+    pub step: String,
+    /// Expected mean requests on the wire (sent/s × mean service time).
+    pub on_wire: f64,
+    /// Expected mean requests in the system, waiting included (offered/s × mean latency).
+    pub in_system: f64,
+    /// Highest in-flight count seen.
+    pub observed_peak: Option<u64>,
+    /// Observed peak ÷ expected mean.
+    pub ratio: Option<f64>,
+    /// Findings (`peak_below_mean`, `loader_backlog`, `bursty`).
+    pub findings: Vec<String>,
+}
+
+/// The emergency stop.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EmergencyStop {
+    /// Second of the run at which it fired.
+    pub at_s: u64,
+    /// Since which second the condition held.
+    pub since_s: u64,
+    /// `errors` or `goodput`.
+    pub cause: String,
+    /// What was seen.
+    pub detail: String,
+    /// From the flag being raised to the last request sent, ms (0: nothing sent after).
+    pub halted_within_ms: Option<f64>,
 }
 
 /// A step of the analysis.
@@ -245,6 +365,21 @@ pub struct ProbeSummary {
     pub tcp_states: Option<BTreeMap<String, u64>>,
     /// Events or map updates the probes could not record.
     pub lost: Option<u64>,
+    /// All retransmitted segments of loader sockets (SYNs included).
+    #[serde(default)]
+    pub retransmits: Option<u64>,
+    /// Packets of loader sockets dropped by the kernel, by drop reason.
+    #[serde(default)]
+    pub drops: Option<BTreeMap<String, u64>>,
+    /// Lost events by cause.
+    #[serde(default)]
+    pub lost_by_reason: Option<BTreeMap<String, u64>>,
+    /// Each probe: `ok` or why it is not attached.
+    #[serde(default)]
+    pub availability: Option<BTreeMap<String, String>>,
+    /// What the probes saw each second.
+    #[serde(default)]
+    pub series: Vec<ProbeSample>,
 }
 
 /// Certificate comparison.
@@ -330,21 +465,8 @@ fn errors(p: &PhaseRecord) -> BTreeMap<String, u64> {
 }
 
 /// Requests planned in `[from_ns, to_ns)` across the plan.
-fn offered_between(plan: &Plan, from_ns: u64, to_ns: u64) -> u64 {
-    plan.phases
-        .iter()
-        .map(|ph| {
-            let w = ph.window();
-            let (a, b) = (from_ns.max(w.start_ns), to_ns.min(w.end_ns));
-            if a >= b {
-                return 0;
-            }
-            // Indices i with start + i/rate in [a, b), capped by the window's plan.
-            let first = (((a - w.start_ns) as f64) * w.rate / 1e9).ceil() as u64;
-            let end = ((((b - w.start_ns) as f64) * w.rate / 1e9).ceil() as u64).min(w.planned());
-            end.saturating_sub(first)
-        })
-        .sum()
+pub fn offered_between(plan: &Plan, from_ns: u64, to_ns: u64) -> u64 {
+    plan.phases.iter().map(|ph| ph.window().planned_between(from_ns, to_ns)).sum()
 }
 
 /// Everything the summary is built from.
@@ -393,6 +515,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 ok: r.ok,
                 errors: errors(r),
                 late: r.late,
+                late_unpooled: r.late_unpooled,
                 waited_for_connection: r.waited_for_connection,
                 latency_ms: latency(&r.latency),
                 service_ms: latency(&r.service),
@@ -431,15 +554,20 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             connections: plan.connections,
             threads: plan.threads,
             timeout_s: plan.timeout.as_secs_f64(),
+            keepalive: plan.keepalive,
+            profile: plan.profile_kind().as_str().to_string(),
             connections_opened: rec.connections_opened,
             connect_failures: rec.connect_failures,
             retried_on_stale_connection: rec.retried_on_stale_connection,
+            abandoned: rec.abandoned,
             loader_version: env!("CARGO_PKG_VERSION").to_string(),
         },
         verdict: Verdict { trusted: None, reasons: Vec::new() },
         phases,
         knee: None,
         cliff: None,
+        analysis: AnalysisSummary::default(),
+        capacity: None,
         probes: inp.probes.clone(),
         loader: LoaderSummary {
             cpu_p95,
@@ -452,6 +580,10 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         series,
         health: inp.health.clone(),
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn round2(x: f64) -> f64 {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::summary::{PhaseSummary, Summary};
+use super::summary::{CapacitySummary, PhaseSummary, Summary, Verdict};
 
 fn errors_cell(p: &PhaseSummary) -> String {
     let parts: Vec<String> = p.errors.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}:{n}")).collect();
@@ -88,7 +88,8 @@ pub fn render(s: &Summary) -> String {
     if let (Some(p95), Some(max)) = (s.loader.cpu_p95, s.loader.cpu_max) {
         let _ = writeln!(out, "loader shard CPU p95 {p95:.0}% max {max:.0}% (per shard core)");
     }
-    if let (Some(start), Some(end), Some(peak)) = (s.loader.rss_mib_start, s.loader.rss_mib_end, s.loader.rss_mib_peak) {
+    if let (Some(start), Some(end), Some(peak)) = (s.loader.rss_mib_start, s.loader.rss_mib_end, s.loader.rss_mib_peak)
+    {
         let _ = writeln!(out, "loader memory: RSS {start:.1} MiB at 1 s, {end:.1} MiB at the end, peak {peak:.1} MiB");
     }
     let h = &s.health.peaks;
@@ -110,10 +111,30 @@ pub fn render(s: &Summary) -> String {
     }
     match (&s.probes.available, &s.probes.unavailable_reason) {
         (true, _) => {
-            if let Some(states) = &s.probes.tcp_states {
-                let opened = states.get("SYN_SENT->ESTABLISHED").copied().unwrap_or(0);
-                let _ = writeln!(out, "probes: on (kernel saw {opened} loader connects established)");
+            let p = &s.probes;
+            let mut parts = Vec::new();
+            if let Some(c) = &p.connect_ms {
+                parts.push(format!(
+                    "connect p50/p99 {:.3}/{:.3} ms over {} ({} failed)",
+                    c.p50, c.p99, c.count, c.failed
+                ));
             }
+            if let Some(rq) = &p.runqueue_us {
+                parts.push(format!("run-queue p99 {:.0} µs max {:.0} µs", rq.p99, rq.max));
+            }
+            if let Some(n) = p.syn_retransmits {
+                parts.push(format!("SYN retransmits {n}"));
+            }
+            if let Some(r) = &p.resets {
+                parts.push(format!("resets sent/received {}/{}", r.sent, r.received));
+            }
+            if let Some(tw) = &p.time_wait {
+                parts.push(format!("TIME_WAIT entries {}", tw.entries));
+            }
+            if let Some(lost) = p.lost.filter(|&n| n > 0) {
+                parts.push(format!("LOST EVENTS {lost}"));
+            }
+            let _ = writeln!(out, "probes (kernel, loader's own sockets and threads): {}", parts.join(", "));
         }
         (false, Some(why)) => {
             let _ = writeln!(out, "probes: unavailable ({why})");
@@ -121,4 +142,85 @@ pub fn render(s: &Summary) -> String {
         (false, None) => {}
     }
     out
+}
+
+/// Render the verdict plainly: one headline, then one line per reason (invalidating first).
+pub fn render_verdict(v: &Verdict) -> String {
+    let mut out = String::new();
+    let headline = match v.trusted {
+        Some(true) => "VERDICT: TRUSTED — no loader-side evidence against these numbers".to_string(),
+        Some(false) => {
+            let sides: std::collections::BTreeSet<&str> =
+                v.reasons.iter().filter(|r| r.invalidates).map(|r| r.side.as_str()).collect();
+            format!(
+                "VERDICT: UNTRUSTED — {} side evidence invalidates these numbers",
+                sides.into_iter().collect::<Vec<_>>().join(" and ")
+            )
+        }
+        None => "VERDICT: not judged".to_string(),
+    };
+    let _ = writeln!(out, "{headline}");
+    let mut reasons: Vec<_> = v.reasons.iter().collect();
+    reasons.sort_by_key(|r| !r.invalidates);
+    for r in reasons {
+        let mark = if r.invalidates { "✗" } else { "·" };
+        let _ = writeln!(out, "  {mark} [{}] {}: {}", r.side, r.code, r.detail);
+    }
+    out
+}
+
+/// Render repeats and the capacity plan.
+pub fn render_capacity(c: &CapacitySummary) -> String {
+    let mut out = String::new();
+    let knees: Vec<String> =
+        c.knees.iter().map(|k| k.map_or_else(|| "none".to_string(), |v| format!("{v:.0}"))).collect();
+    let _ = writeln!(out, "knees over {} run(s): {} req/s", c.knees.len(), knees.join(", "));
+    match c.max_sustainable {
+        Some(max) => {
+            let spread = c.relative_spread.map_or(String::new(), |s| format!(", spread {:.0}%", s * 100.0));
+            let apart = c.steps_apart.map_or(String::new(), |n| format!(", {n} step(s) apart"));
+            let settled = if c.settled { "" } else { " — not settled (want ≥ 3 runs within one step)" };
+            let _ = writeln!(out, "max sustainable (minimum of the knees): {max:.0} req/s{spread}{apart}{settled}");
+        }
+        None => {
+            let _ = writeln!(out, "max sustainable: none — at least one run had no passing step");
+        }
+    }
+    if let (Some(peak), Some(usable), Some(nodes)) = (c.peak_rps, c.usable_per_node, c.nodes) {
+        let _ = writeln!(
+            out,
+            "capacity plan: peak {peak:.0} req/s ÷ ({usable:.0} req/s usable per node = knee × {:.2}) → {nodes} nodes (including one spare)",
+            c.margin
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::summary::Reason;
+
+    #[test]
+    fn verdict_names_the_side_and_puts_invalidating_reasons_first() {
+        let r = |code: &str, side: &str, invalidates| Reason {
+            code: code.into(),
+            side: side.into(),
+            invalidates,
+            value: None,
+            limit: None,
+            detail: "why".into(),
+        };
+        let v = Verdict {
+            trusted: Some(false),
+            reasons: vec![r("syn_retransmits", "network", false), r("loader_cpu", "loader", true)],
+        };
+        let text = render_verdict(&v);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "VERDICT: UNTRUSTED — loader side evidence invalidates these numbers");
+        assert!(lines[1].contains("✗ [loader] loader_cpu"));
+        assert!(lines[2].contains("· [network] syn_retransmits"));
+        let ok = Verdict { trusted: Some(true), reasons: vec![] };
+        assert!(render_verdict(&ok).starts_with("VERDICT: TRUSTED"));
+    }
 }

@@ -1,0 +1,300 @@
+//! The trust verdict: can these numbers be trusted, and which side explains each anomaly?
+//!
+//! [`judge`] reads a finished [`Summary`] — loader health, probe figures, per-phase send
+//! figures — and returns [`Reason`]s, each with a stable code, a side (`loader`, `network`,
+//! `target`), the measured value, the limit, whether it *invalidates* the run or only
+//! annotates it, and a sentence. The run is trusted when no reason invalidates it.
+//!
+//! The verdict deliberately does not look at the latency numbers themselves: a high p99 is a
+//! finding about the target, not evidence against the measurement. Evidence comes from the
+//! loader's own CPU, its threads' run-queue delay, how late it sent, its descriptors, ports and
+//! TIME_WAIT, and what the kernel saw on its sockets.
+//!
+//! It is pure: `loader verdict DIR` re-judges a saved summary with other [`Limits`].
+
+use crate::report::summary::{Reason, Summary, Verdict};
+
+/// Limits the evidence is held against (DESIGN.md's defaults; a scenario's `[verdict]`
+/// overrides them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Loader shard CPU, p95 over the run's seconds, percent of one core per shard.
+    pub cpu_p95_pct: f64,
+    /// Run-queue delay of loader threads, p99, milliseconds.
+    pub runqueue_p99_ms: f64,
+    /// Send lag p99 in any measured phase, milliseconds.
+    pub send_lag_p99_ms: f64,
+    /// Live TIME_WAIT sockets.
+    pub time_wait: u64,
+    /// Ephemeral ports in use, percent of `ip_local_port_range`.
+    pub ephemeral_ports_pct: f64,
+    /// Open descriptors, percent of the limit.
+    pub fds_pct: f64,
+    /// Connections opened on a keep-alive run, as a multiple of the pool.
+    pub churn_ratio: f64,
+    /// Achieved rate, percent of the certified ceiling.
+    pub cert_ceiling_pct: f64,
+    /// cgroup CPU throttling, milliseconds per second of run.
+    pub throttled_ms_per_s: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            cpu_p95_pct: 70.0,
+            runqueue_p99_ms: 1.0,
+            send_lag_p99_ms: 50.0,
+            time_wait: 5000,
+            ephemeral_ports_pct: 60.0,
+            fds_pct: 80.0,
+            churn_ratio: 2.0,
+            cert_ceiling_pct: 70.0,
+            throttled_ms_per_s: 10.0,
+        }
+    }
+}
+
+impl From<&crate::scenario::VerdictLimits> for Limits {
+    /// A scenario's `[verdict]` limits; the ones it cannot set keep their defaults.
+    fn from(v: &crate::scenario::VerdictLimits) -> Self {
+        Limits {
+            cpu_p95_pct: v.cpu_p95_pct,
+            runqueue_p99_ms: v.runqueue_p99_ms,
+            send_lag_p99_ms: v.send_lag_p99_ms,
+            time_wait: v.time_wait,
+            ephemeral_ports_pct: v.ephemeral_ports_pct,
+            fds_pct: v.fds_pct,
+            cert_ceiling_pct: v.cert_ceiling_pct,
+            ..Limits::default()
+        }
+    }
+}
+
+/// Sides a reason can name.
+pub const LOADER: &str = "loader";
+/// The network between loader and target.
+pub const NETWORK: &str = "network";
+/// The system under test.
+pub const TARGET: &str = "target";
+
+fn reason(code: &str, side: &str, invalidates: bool, value: f64, limit: Option<f64>, detail: String) -> Reason {
+    Reason { code: code.into(), side: side.into(), invalidates, value: Some(value), limit, detail }
+}
+
+/// Judge `s` against `limits`.
+pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
+    let mut reasons = Vec::new();
+    let measured = || s.phases.iter().filter(|p| p.kind != "warmup");
+
+    if let Some(cpu) = s.loader.cpu_p95
+        && cpu > limits.cpu_p95_pct
+    {
+        reasons.push(reason(
+            "loader_cpu",
+            LOADER,
+            true,
+            cpu,
+            Some(limits.cpu_p95_pct),
+            format!("loader shard threads ran at {cpu:.0}% CPU (p95 over the run), above {:.0}%: the loader was close to saturating itself", limits.cpu_p95_pct),
+        ));
+    }
+    if let Some(rq) = &s.probes.runqueue_us {
+        let p99_ms = rq.p99 / 1000.0;
+        if p99_ms > limits.runqueue_p99_ms {
+            reasons.push(reason(
+                "runqueue_delay",
+                LOADER,
+                true,
+                p99_ms,
+                Some(limits.runqueue_p99_ms),
+                format!("loader threads waited {p99_ms:.2} ms (p99) runnable but not running, above {} ms: something else competed for the loader's CPUs", limits.runqueue_p99_ms),
+            ));
+        }
+    }
+    for p in measured() {
+        let lag = p.send_lag_ms.p99;
+        if lag > limits.send_lag_p99_ms && p.late_unpooled > 0 {
+            reasons.push(reason(
+                "send_lag",
+                LOADER,
+                true,
+                lag,
+                Some(limits.send_lag_p99_ms),
+                format!("{}: send lag p99 {lag:.1} ms above {} ms with connections free: the loader could not keep its schedule", p.name, limits.send_lag_p99_ms),
+            ));
+        } else if p.late_unpooled > 0 {
+            reasons.push(reason(
+                "late_sends",
+                LOADER,
+                true,
+                p.late_unpooled as f64,
+                Some(0.0),
+                format!("{}: {} requests left more than 10 ms late while a connection was free: the loader fell behind its own schedule", p.name, p.late_unpooled),
+            ));
+        }
+        let waited = p.late.saturating_sub(p.late_unpooled);
+        if waited > 0 {
+            reasons.push(reason(
+                "pool_exhausted",
+                TARGET,
+                false,
+                waited as f64,
+                None,
+                format!("{}: {waited} requests left late because every connection was busy (slow answers × rate exceeded the pool); their latency counts from the due time, so the numbers hold, but the target saw fewer concurrent arrivals than planned — raise --connections if that matters", p.name),
+            ));
+        }
+        let dropped = p.errors.get("dropped").copied().unwrap_or(0);
+        if dropped > 0 {
+            reasons.push(reason(
+                "dropped_sends",
+                TARGET,
+                false,
+                dropped as f64,
+                None,
+                format!("{}: {dropped} requests were never sent: no connection came free within the timeout (recorded at their deadline)", p.name),
+            ));
+        }
+    }
+
+    let live_tw = s.probes.time_wait.as_ref().map(|t| t.max_live).or(s.health.peaks.time_wait_max);
+    if let Some(tw) = live_tw
+        && tw > limits.time_wait
+    {
+        reasons.push(reason(
+            "time_wait",
+            LOADER,
+            true,
+            tw as f64,
+            Some(limits.time_wait as f64),
+            format!(
+                "{tw} sockets in TIME_WAIT, above {}: connections are not reused and ports pile up on the load machine",
+                limits.time_wait
+            ),
+        ));
+    }
+    let ports = s.probes.ephemeral_ports_max_ratio.or(s.health.peaks.ephemeral_ports_max_ratio);
+    if let Some(r) = ports
+        && r * 100.0 > limits.ephemeral_ports_pct
+    {
+        reasons.push(reason(
+            "ephemeral_ports",
+            LOADER,
+            true,
+            r * 100.0,
+            Some(limits.ephemeral_ports_pct),
+            format!(
+                "{:.0}% of the ephemeral port range in use, above {:.0}%: new connections will soon wait for ports",
+                r * 100.0,
+                limits.ephemeral_ports_pct
+            ),
+        ));
+    }
+    if let Some(r) = s.health.peaks.fds_max_ratio
+        && r * 100.0 > limits.fds_pct
+    {
+        reasons.push(reason(
+            "fds",
+            LOADER,
+            true,
+            r * 100.0,
+            Some(limits.fds_pct),
+            format!("{:.0}% of the file-descriptor limit in use, above {:.0}%", r * 100.0, limits.fds_pct),
+        ));
+    }
+    if let Some(ms) = s.health.peaks.cgroup_throttled_ms {
+        let per_s = ms / s.run.elapsed_s.max(1.0);
+        if per_s > limits.throttled_ms_per_s {
+            reasons.push(reason(
+                "cgroup_throttled",
+                LOADER,
+                true,
+                per_s,
+                Some(limits.throttled_ms_per_s),
+                format!("the loader's cgroup was CPU-throttled {ms:.0} ms in all ({per_s:.1} ms/s): its CPU limit is too low for this load"),
+            ));
+        }
+    }
+    let pool = s.run.connections as f64;
+    let opened = s.run.connections_opened as f64;
+    if s.run.keepalive && opened > pool * limits.churn_ratio {
+        reasons.push(reason(
+            "connection_churn",
+            TARGET,
+            false,
+            opened / pool,
+            Some(limits.churn_ratio),
+            format!("{} connections opened for a pool of {}: the server closed keep-alive connections (or they failed), so some latencies include a connect", s.run.connections_opened, s.run.connections),
+        ));
+    }
+    if let Some(n) = s.probes.syn_retransmits
+        && n > 0
+    {
+        reasons.push(reason(
+            "syn_retransmits",
+            NETWORK,
+            false,
+            n as f64,
+            None,
+            format!("{n} SYNs of loader connections were retransmitted (the target's backlog or the network dropped them); each costs the connect ≥ 1 s"),
+        ));
+    }
+    if let Some(r) = &s.probes.resets
+        && r.received > 0
+    {
+        reasons.push(reason(
+            "resets_received",
+            TARGET,
+            false,
+            r.received as f64,
+            None,
+            format!("the target reset {} loader connections", r.received),
+        ));
+    }
+    if let Some(c) = &s.probes.connect_ms
+        && c.failed > 0
+    {
+        reasons.push(reason(
+            "connect_failures",
+            TARGET,
+            false,
+            c.failed as f64,
+            None,
+            format!("{} loader connects failed in the kernel (refused or timed out)", c.failed),
+        ));
+    }
+    if !s.probes.available {
+        reasons.push(Reason {
+            code: "probes_unavailable".into(),
+            side: LOADER.into(),
+            invalidates: false,
+            value: None,
+            limit: None,
+            detail: format!(
+                "kernel probes did not run ({}); the verdict rests on /proc figures only",
+                s.probes.unavailable_reason.as_deref().unwrap_or("unknown reason")
+            ),
+        });
+    }
+    if let Some(cert) = &s.loader.certificate
+        && cert.ratio * 100.0 > limits.cert_ceiling_pct
+    {
+        reasons.push(reason(
+            "cert_ceiling",
+            LOADER,
+            true,
+            cert.ratio * 100.0,
+            Some(limits.cert_ceiling_pct),
+            format!(
+                "the run reached {:.0}% of this machine's certified ceiling ({:.0} req/s), above {:.0}%",
+                cert.ratio * 100.0,
+                cert.ceiling_rps,
+                limits.cert_ceiling_pct
+            ),
+        ));
+    }
+    let trusted = !reasons.iter().any(|r| r.invalidates);
+    Verdict { trusted: Some(trusted), reasons }
+}
+
+#[cfg(test)]
+mod tests;

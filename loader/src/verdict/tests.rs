@@ -1,0 +1,121 @@
+use super::*;
+use crate::cli::RunArgs;
+use crate::record::ShardRecord;
+use crate::report::summary::{self, HealthSummary, ProbeSummary, Resets, RunQueueUs};
+use crate::scenario::{Plan, Spec};
+
+/// A clean run: 100 req/s for 2 s, all answered on time, probes on.
+fn clean() -> Summary {
+    let a = RunArgs {
+        url: Some("http://127.0.0.1:9/".into()),
+        rate: Some(100.0),
+        duration: Some("2s".into()),
+        ..Default::default()
+    };
+    let plan = Plan::resolve(&Spec::from_run_args(&a).unwrap(), "http://127.0.0.1:9/").unwrap();
+    let mut rec = ShardRecord::new(plan.phases.iter().map(|p| p.window()).collect(), 3);
+    for i in 0..200u64 {
+        let t = i * 10_000_000;
+        rec.on_send(0, t, t + 20_000, false, 1);
+        rec.on_response(0, t, t + 20_000, t + 120_000, 200);
+    }
+    rec.connections_opened = 64;
+    summary::build(&summary::Inputs {
+        plan: &plan,
+        record: &rec,
+        interrupted: false,
+        elapsed_s: 2.0,
+        started_at: "2026-11-30T00:00:00Z".into(),
+        probes: ProbeSummary { available: true, ..Default::default() },
+        cpu: &[10.0, 12.0],
+        rss_mib: (None, None, None),
+        health: HealthSummary::default(),
+    })
+}
+
+fn codes(v: &Verdict) -> Vec<&str> {
+    v.reasons.iter().map(|r| r.code.as_str()).collect()
+}
+
+#[test]
+fn a_clean_run_is_trusted_with_no_reasons() {
+    let v = judge(&clean(), &Limits::default());
+    assert_eq!(v.trusted, Some(true));
+    assert!(v.reasons.is_empty(), "{:?}", codes(&v));
+}
+
+#[test]
+fn loader_cpu_and_run_queue_invalidate_on_the_loader_side() {
+    let mut s = clean();
+    s.loader.cpu_p95 = Some(85.0);
+    s.probes.runqueue_us = Some(RunQueueUs { p50: 20.0, p99: 2500.0, max: 9000.0 });
+    let v = judge(&s, &Limits::default());
+    assert_eq!(v.trusted, Some(false));
+    assert_eq!(codes(&v), ["loader_cpu", "runqueue_delay"]);
+    assert!(v.reasons.iter().all(|r| r.side == LOADER && r.invalidates));
+    // A looser limit re-judges the same run as trusted.
+    let loose = Limits { cpu_p95_pct: 90.0, runqueue_p99_ms: 5.0, ..Limits::default() };
+    assert_eq!(judge(&s, &loose).trusted, Some(true));
+}
+
+#[test]
+fn late_sends_split_by_cause() {
+    // Late with a connection free: the loader fell behind → untrusted.
+    let mut s = clean();
+    s.phases[0].late = 30;
+    s.phases[0].late_unpooled = 30;
+    let v = judge(&s, &Limits::default());
+    assert_eq!(v.trusted, Some(false));
+    assert_eq!(codes(&v), ["late_sends"]);
+    // Late only because the pool was exhausted by a stalled target → annotated, trusted.
+    let mut s = clean();
+    s.phases[0].late = 900;
+    s.phases[0].waited_for_connection = 950;
+    s.phases[0].send_lag_ms.p99 = 800.0;
+    let v = judge(&s, &Limits::default());
+    assert_eq!(v.trusted, Some(true));
+    assert_eq!(codes(&v), ["pool_exhausted"]);
+    assert_eq!(v.reasons[0].side, TARGET);
+}
+
+#[test]
+fn network_and_target_evidence_annotates_without_invalidating() {
+    let mut s = clean();
+    s.probes.syn_retransmits = Some(3);
+    s.probes.resets = Some(Resets { sent: 0, received: 2 });
+    let v = judge(&s, &Limits::default());
+    assert_eq!(v.trusted, Some(true));
+    let sides: Vec<(&str, &str)> = v.reasons.iter().map(|r| (r.code.as_str(), r.side.as_str())).collect();
+    assert_eq!(sides, [("syn_retransmits", NETWORK), ("resets_received", TARGET)]);
+}
+
+#[test]
+fn machine_limits_from_proc_invalidate() {
+    let mut s = clean();
+    s.health.peaks.time_wait_max = Some(12_000);
+    s.health.peaks.ephemeral_ports_max_ratio = Some(0.75);
+    s.health.peaks.fds_max_ratio = Some(0.9);
+    let v = judge(&s, &Limits::default());
+    assert_eq!(codes(&v), ["time_wait", "ephemeral_ports", "fds"]);
+    assert_eq!(v.trusted, Some(false));
+}
+
+#[test]
+fn missing_probes_are_said_but_do_not_invalidate() {
+    let mut s = clean();
+    s.probes = ProbeSummary { available: false, unavailable_reason: Some("not root".into()), ..Default::default() };
+    let v = judge(&s, &Limits::default());
+    assert_eq!(v.trusted, Some(true));
+    assert_eq!(codes(&v), ["probes_unavailable"]);
+    assert!(v.reasons[0].detail.contains("not root"));
+}
+
+#[test]
+fn churn_on_a_keepalive_run_is_annotated() {
+    let mut s = clean();
+    s.run.connections_opened = 1000;
+    let v = judge(&s, &Limits::default());
+    assert_eq!(codes(&v), ["connection_churn"]);
+    s.run.keepalive = false;
+    assert!(judge(&s, &Limits::default()).reasons.is_empty(), "no keep-alive: churn is the plan");
+}
