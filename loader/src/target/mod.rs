@@ -24,6 +24,7 @@
 //! `server.rs` (runtime, accept loop, hyper connection, the response).
 
 mod config;
+mod precise;
 mod server;
 mod stall;
 

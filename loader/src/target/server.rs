@@ -25,7 +25,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
 
-use super::{Stall, TargetConfig, stall};
+use super::{Stall, TargetConfig, precise, stall};
 
 /// The body of every response. Static, so each response's `Bytes` is a pointer, not a copy.
 const BODY: &[u8] = br#"{"ok":true,"service":"loader-target"}"#;
@@ -92,14 +92,13 @@ impl Shaping {
             None => None,
         };
         if !self.delay.is_zero() {
-            tokio::time::sleep(self.delay).await;
+            precise::sleep_until(std::time::Instant::now() + self.delay).await;
         }
         if let Some(stall) = self.stall {
             let elapsed = Instant::now().saturating_duration_since(self.start);
             if let Some(end) = stall::window_end(elapsed, stall) {
-                // tokio timers fire on the first millisecond tick at or after `end`,
-                // never before it: no response leaves inside the window.
-                tokio::time::sleep_until(self.start + end).await;
+                // Never before `end`: no response leaves inside the window.
+                precise::sleep_until((self.start + end).into_std()).await;
             }
         }
     }

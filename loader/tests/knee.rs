@@ -1,0 +1,60 @@
+//! Issue 4's acceptance: against targets of known capacity (`loader target --workers N
+//! --delay D`, capacity N/D), a stepped run finds the knee within one step of that capacity,
+//! in every one of 3 repeats, at several N/D pairs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Target, loader_run, out_dir};
+
+fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
+    let capacity = f64::from(workers) * 1000.0 / f64::from(delay_ms);
+    let target = Target::start(&["--workers", &workers.to_string(), "--delay", &format!("{delay_ms}ms")]);
+    let out = out_dir(&format!("knee-{workers}x{delay_ms}"));
+    let (output, summary) = loader_run(
+        &[
+            "--url",
+            &target.url(),
+            "--profile",
+            "step",
+            "--steps",
+            steps,
+            "--hold",
+            "3s",
+            "--ramp",
+            "500ms",
+            "--warmup",
+            "1s",
+            "--timeout",
+            "2s",
+            "--repeat",
+            "3",
+            "--no-probes",
+        ],
+        &out,
+        Duration::from_secs(240),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // Steps above capacity fail their gates: exit 4 on trusted data.
+    assert_eq!(output.status.code(), Some(4), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let s = summary.expect("combined summary.json written");
+    let knees = s["capacity"]["knees"].as_array().expect("three knees");
+    assert_eq!(knees.len(), 3, "{}", s["capacity"]);
+    for k in knees {
+        let k = k.as_f64().unwrap_or_else(|| panic!("a run found no knee: {}", s["capacity"]));
+        assert!((k - capacity).abs() <= step + 1e-9, "knee {k} not within one step ({step}) of capacity {capacity}");
+    }
+    let max = s["capacity"]["max_sustainable"].as_f64().unwrap();
+    assert!((max - capacity).abs() <= step + 1e-9);
+}
+
+#[test]
+fn knee_at_100_per_second_two_workers_20ms() {
+    knee_of_three_repeats(2, 20, "50,75,100,125,150", 25.0);
+}
+
+#[test]
+fn knee_at_800_per_second_eight_workers_10ms() {
+    knee_of_three_repeats(8, 10, "400,600,800,1000,1200", 200.0);
+}
