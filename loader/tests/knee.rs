@@ -58,3 +58,42 @@ fn knee_at_100_per_second_two_workers_20ms() {
 fn knee_at_800_per_second_eight_workers_10ms() {
     knee_of_three_repeats(8, 10, "400,600,800,1000,1200", 200.0);
 }
+
+/// A spike past capacity (4 × 10 ms = 400/s) leaves a backlog; the recovery phase reports
+/// when the target served the base rate cleanly again — after the backlog drained, not at
+/// once.
+#[test]
+fn spike_reports_time_to_recover() {
+    let target = Target::start(&["--workers", "4", "--delay", "10ms"]);
+    let out = out_dir("spike");
+    let (output, summary) = loader_run(
+        &[
+            "--url",
+            &target.url(),
+            "--profile",
+            "spike",
+            "--rate",
+            "100",
+            "--peak-rate",
+            "700",
+            "--duration",
+            "8s",
+            "--hold",
+            "2s",
+            "--ramp",
+            "500ms",
+            "--no-emergency-stop",
+            "--no-probes",
+            "--preflight",
+            "0s",
+        ],
+        &out,
+        Duration::from_secs(60),
+    );
+    assert!(matches!(output.status.code(), Some(0 | 4)), "{}", String::from_utf8_lossy(&output.stderr));
+    let s = summary.expect("summary.json written");
+    let spike = &s["analysis"]["spike"];
+    let t = spike["time_to_recover_s"].as_u64().unwrap_or_else(|| panic!("never recovered: {spike}"));
+    assert!((1..=6).contains(&t), "recovered after {t} s: {spike}");
+    assert!(spike["peak_p99_ms"].as_f64().unwrap() > 10.0 * spike["base_p99_ms"].as_f64().unwrap(), "{spike}");
+}

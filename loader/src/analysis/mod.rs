@@ -27,6 +27,7 @@ pub mod criteria;
 pub mod knee;
 pub mod little;
 pub mod live;
+pub mod profiles;
 pub mod render;
 pub mod step;
 
@@ -165,6 +166,8 @@ impl Analysis {
                 })
                 .collect(),
             emergency_stop: None,
+            spike: None,
+            soak: None,
         }
     }
 }

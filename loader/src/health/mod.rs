@@ -12,6 +12,7 @@
 //! functions with tests beside them.
 
 mod parse;
+pub mod preflight;
 
 use std::fs;
 use std::time::Instant;

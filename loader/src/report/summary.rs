@@ -38,6 +38,9 @@ pub struct Summary {
     /// the emergency stop.
     #[serde(default)]
     pub analysis: AnalysisSummary,
+    /// The pre-flight noise check (null: skipped).
+    #[serde(default)]
+    pub preflight: Option<crate::health::preflight::Preflight>,
     /// Repeats (`--repeat N`) and the capacity plan (`--peak`); null for a single run without
     /// a peak.
     #[serde(default)]
@@ -209,6 +212,12 @@ pub struct AnalysisSummary {
     pub little: Vec<LittleSummary>,
     /// The emergency stop, if it fired.
     pub emergency_stop: Option<EmergencyStop>,
+    /// Spike profile: time to recover after the peak.
+    #[serde(default)]
+    pub spike: Option<crate::analysis::profiles::SpikeSummary>,
+    /// Soak profile: the loader's own drift from start to end.
+    #[serde(default)]
+    pub soak: Option<crate::analysis::profiles::SoakSummary>,
 }
 
 /// Repeats and the capacity plan.
@@ -568,6 +577,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         cliff: None,
         analysis: AnalysisSummary::default(),
         capacity: None,
+        preflight: None,
         probes: inp.probes.clone(),
         loader: LoaderSummary {
             cpu_p95,

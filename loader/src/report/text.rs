@@ -92,6 +92,35 @@ pub fn render(s: &Summary) -> String {
     {
         let _ = writeln!(out, "loader memory: RSS {start:.1} MiB at 1 s, {end:.1} MiB at the end, peak {peak:.1} MiB");
     }
+    if let Some(sp) = &s.analysis.spike {
+        let rec = sp.time_to_recover_s.map_or("did not recover within the recovery phase".to_string(), |t| {
+            format!("recovered {t} s into the recovery phase")
+        });
+        let p = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        let _ = writeln!(
+            out,
+            "spike: {rec}; p99 base/peak/recovery {}/{}/{} ms",
+            p(sp.base_p99_ms),
+            p(sp.peak_p99_ms),
+            p(sp.recovery_p99_ms)
+        );
+    }
+    if let Some(so) = &s.analysis.soak {
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        let _ = writeln!(
+            out,
+            "soak: loader RSS {} → {} MiB, descriptors {} → {}, connections opened {}",
+            f(so.rss_mib_start),
+            f(so.rss_mib_end),
+            n(so.fds_start),
+            n(so.fds_end),
+            so.connections_opened
+        );
+    }
+    if let Some(w) = s.preflight.as_ref().and_then(|p| p.warning.as_ref()) {
+        let _ = writeln!(out, "pre-flight warning: {w}");
+    }
     let h = &s.health.peaks;
     let mut health = Vec::new();
     if let Some(r) = h.fds_max_ratio {
