@@ -147,6 +147,9 @@ def table(path):
           "uncorrected, so they are not the same quantity.")
     if wrk and "loader" in rows:
         print(f"loader/wrk requests per CPU-second: {med('loader', 'per_cpu_s') / wrk:.2f}")
+    if "loader" in rows and "loader-probes" in rows:
+        cost = 1 - med('loader-probes', 'per_cpu_s') / med('loader', 'per_cpu_s')
+        print(f"probes on vs off, requests per CPU-second: {cost * 100:+.1f} % cost")
     return 0
 
 
@@ -157,8 +160,8 @@ def main(argv):
         return free_port()
     if len(argv) == 3 and argv[1] == "check-target":
         return check_target(argv[2])
-    if len(argv) == 3 and argv[1] in ("wrk", "oha", "loader"):
-        parse = {"wrk": parse_wrk, "oha": parse_oha, "loader": parse_loader}[argv[1]]
+    if len(argv) == 3 and argv[1] in ("wrk", "oha", "loader", "loader-probes"):
+        parse = {"wrk": parse_wrk, "oha": parse_oha, "loader": parse_loader, "loader-probes": parse_loader}[argv[1]]
         try:
             rps, p99, requests = parse(argv[2])
         except (OSError, ValueError, KeyError, TypeError) as err:

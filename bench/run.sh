@@ -34,7 +34,7 @@ connections=${CONNECTIONS:-64}
 loader_rate=${LOADER_RATE:-}
 loader_warmup=${LOADER_WARMUP:-1}
 port=${PORT:-}
-tools=${TOOLS:-wrk,oha,loader}
+tools=${TOOLS:-wrk,oha,loader,loader-probes}
 out_dir=${OUT_DIR:-$repo/out/bench/$(date +%Y%m%d-%H%M%S)}
 loader_bin=${LOADER:-$repo/target/release/loader}
 load_cpu=${LOAD_CPU:-0}
@@ -79,7 +79,11 @@ for tool in "${wanted[@]}"; do
         loader)
             if [[ -x $loader_bin ]]; then enabled[loader]=1
             else echo "skip: loader — $loader_bin not found (cargo build --release -p loader)"; fi ;;
-        *) die "unknown tool '$tool' (known: wrk, oha, loader)" ;;
+        loader-probes)
+            if [[ ! -x $loader_bin ]]; then echo "skip: loader-probes — $loader_bin not found"
+            elif ((EUID != 0)); then echo "skip: loader-probes — loading eBPF probes needs root"
+            else enabled[loader-probes]=1; fi ;;
+        *) die "unknown tool '$tool' (known: wrk, oha, loader, loader-probes)" ;;
     esac
 done
 ((${#enabled[@]})) || die "no tool to run"
@@ -205,8 +209,16 @@ for round in $(seq "$rounds"); do
             run_tool "$round" loader "$out_dir/loader-$round" -- \
                 "$loader_bin" run --url "$url" --rate "$round_rate" --duration "${duration}s" \
                 --warmup "${loader_warmup}s" --connections "$connections" --threads 1 \
-                --no-probes --plain --out "$out_dir/loader-$round" || true
+                --no-probes --plain --preflight 0s --no-emergency-stop --out "$out_dir/loader-$round" || true
         fi
+    fi
+    # The same run with every eBPF probe attached: what the probes cost.
+    if [[ -n ${enabled[loader-probes]:-} && -n $round_rate ]]; then
+        round_rate=$(printf '%.0f' "$round_rate")
+        run_tool "$round" loader-probes "$out_dir/loader-probes-$round" -- \
+            "$loader_bin" run --url "$url" --rate "$round_rate" --duration "${duration}s" \
+            --warmup "${loader_warmup}s" --connections "$connections" --threads 1 \
+            --plain --preflight 0s --no-emergency-stop --out "$out_dir/loader-probes-$round" || true
     fi
 done
 
