@@ -44,6 +44,9 @@ pub struct VerdictArgs {
     /// Send-lag p99 limit, milliseconds (default 50).
     #[arg(long)]
     pub send_lag_p99_ms: Option<f64>,
+    /// Live TIME_WAIT sockets limit (default 5000).
+    #[arg(long)]
+    pub time_wait: Option<u64>,
     /// Print the verdict only; leave summary.json as it is.
     #[arg(long)]
     pub dry_run: bool,
@@ -154,6 +157,10 @@ pub struct RunArgs {
     /// goodput hold for 3 seconds after warm-up).
     #[arg(long)]
     pub no_emergency_stop: bool,
+    /// Pre-flight noise check before each run: how late this host wakes sleeping threads
+    /// (default 2s; 0 skips it).
+    #[arg(long)]
+    pub preflight: Option<String>,
     /// Directory for summary.json and the other outputs (default: ./out/<timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -25,6 +25,7 @@ pub mod cli;
 pub mod engine;
 pub mod error;
 pub mod health;
+pub mod privilege;
 pub mod probes;
 pub mod record;
 pub mod report;

@@ -18,6 +18,7 @@ use crate::analysis::{self, CliffDetector, Criteria, KneeRules, LiveSecond, Stop
 use crate::cli::{Cli, Command, RunArgs, VerdictArgs};
 use crate::engine::{self, Clock, Live, ShardConfig, ShardResult};
 use crate::health::Sampler;
+use crate::privilege::Privileges;
 use crate::probes::Probes;
 use crate::record::ShardRecord;
 use crate::report::summary::{self, CapacitySummary, EmergencyStop, HealthSummary, ProbeSummary};
@@ -61,6 +62,9 @@ fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(v) = args.send_lag_p99_ms {
         limits.send_lag_p99_ms = v;
+    }
+    if let Some(v) = args.time_wait {
+        limits.time_wait = v;
     }
     summary.verdict = verdict::judge(&summary, &limits);
     let criteria = Criteria::default();
@@ -116,7 +120,9 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
     };
     let plan = Plan::resolve(&spec, &url)?;
     let out_dir = plan.out.clone().unwrap_or_else(default_out_dir);
-    fs::create_dir_all(&out_dir).with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
+    // Under sudo, root is dropped after the last probe load; what it created goes to the user.
+    let mut privileges = Privileges::from_env(&out_dir)?;
+    privileges.create_dir_all(&out_dir)?;
 
     if builtin.is_some() {
         println!("loader: no --url given: running the built-in demo against the built-in target at {url}");
@@ -126,21 +132,27 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
         signal_hook::flag::register(sig, Arc::clone(&interrupted)).context("cannot install signal handler")?;
     }
 
+    let preflight = match args.preflight.as_deref() {
+        Some(text) => crate::scenario::parse_duration("--preflight", text)?,
+        None => Duration::from_secs(2),
+    };
     let repeat = plan.capacity.repeat.max(1) as usize;
     let mut runs = Vec::with_capacity(repeat);
     for k in 1..=repeat {
         let dir = if repeat > 1 { out_dir.join(format!("run-{k}")) } else { out_dir.clone() };
-        fs::create_dir_all(&dir).with_context(|| format!("cannot create output directory {}", dir.display()))?;
+        privileges.create_dir_all(&dir)?;
         if repeat > 1 {
             println!("\nloader: run {k} of {repeat}");
         }
-        let (summary, analysis) = run_once(&plan, &dir, &interrupted)?;
+        let (summary, analysis) = run_once(&plan, &dir, &interrupted, preflight, &mut privileges, k == repeat)?;
         let stop = summary.interrupted;
         runs.push((dir, summary, analysis));
         if stop {
             break;
         }
     }
+    // Interrupted before the last run's probes: drop before writing anything more.
+    privileges.drop_now("before writing the combined results")?;
     if let Some(t) = builtin {
         t.stop();
     }
@@ -187,7 +199,24 @@ fn run_once(
     plan: &Plan,
     dir: &Path,
     interrupted: &Arc<AtomicBool>,
+    preflight: Duration,
+    privileges: &mut Privileges,
+    last_run: bool,
 ) -> anyhow::Result<(summary::Summary, analysis::Analysis)> {
+    // Before the probes attach, so these sleeping threads are not counted as the run's.
+    let noise = (!preflight.is_zero()).then(|| {
+        let slo_ms =
+            [plan.slo.p95, plan.slo.p99].into_iter().flatten().map(|d| d.as_secs_f64() * 1000.0).reduce(f64::min);
+        let p = crate::health::preflight::measure(preflight, plan.threads, slo_ms);
+        println!(
+            "loader: pre-flight: 1 ms sleeps woke {:.0}/{:.0}/{:.0} µs late (p50/p99/max) on {} thread(s)",
+            p.late_p50_us, p.late_p99_us, p.late_max_us, p.threads
+        );
+        if let Some(w) = &p.warning {
+            eprintln!("loader: warning: {w}");
+        }
+        p
+    });
     let (mut probes, probe_reason) = if plan.probes {
         match Probes::start(std::process::id()) {
             Ok(p) => (Some(p), None),
@@ -200,6 +229,15 @@ fn run_once(
     } else {
         (None, Some("disabled with --no-probes".to_string()))
     };
+    // Root was needed only to load and attach: drop it once no later run will load again.
+    if last_run || probes.is_none() {
+        let when = match (&probes, plan.probes) {
+            (Some(_), _) => "after loading probes",
+            (None, true) => "(probes unavailable)",
+            (None, false) => "(probes disabled)",
+        };
+        privileges.drop_now(when)?;
+    }
     println!(
         "loader: {} profile, {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",
         plan.profile_kind().as_str(),
@@ -228,11 +266,16 @@ fn run_once(
         health: run.health.clone(),
     });
     summary.analysis.emergency_stop = run.emergency_stop.clone();
+    summary.preflight = noise;
     summary.verdict = verdict::judge(&summary, &Limits::from(&plan.verdict));
     let criteria = Criteria::from(&plan.slo);
     let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
     analysis::annotate(&mut summary, &analysis);
     summary.analysis.criteria = Some(criteria.summarize());
+    summary.analysis.spike = analysis::profiles::spike(&summary.phases, &summary.series, criteria.goodput_min);
+    if plan.profile_kind() == crate::scenario::ProfileKind::Soak {
+        summary.analysis.soak = Some(analysis::profiles::soak(&summary));
+    }
     print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
     if plan.phases.iter().filter(|p| p.kind == PhaseKind::Hold).count() > 1 {
         print!("\n{}", analysis::render_steps(&summary.phases, &summary.series, &analysis));

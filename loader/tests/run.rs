@@ -34,6 +34,8 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
             "--connections",
             "16",
             "--no-probes",
+            "--preflight",
+            "300ms",
         ],
         &out,
         Duration::from_secs(30),
@@ -42,6 +44,8 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
     let s = summary.expect("summary.json written");
     assert_eq!(s["schema"], "loader.summary/v1");
     assert_eq!(s["interrupted"], false);
+    // The pre-flight check ran on the run's threads before it.
+    assert!(u(&s["preflight"]["wakeups"]) > 50, "{}", s["preflight"]);
     let warm = phase(&s, "warmup");
     assert_eq!(warm["kind"], "warmup");
     let main = phase(&s, "main");
@@ -183,7 +187,8 @@ fn interrupt_writes_partial_results_and_exits_130() {
     let target = Target::start(&[]);
     let out = out_dir("interrupt");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
-        .args(["run", "--url", &target.url(), "--rate", "200", "--duration", "20s", "--no-probes", "--plain", "--out"])
+        .args(["run", "--url", &target.url(), "--rate", "200", "--duration", "20s", "--no-probes", "--plain"])
+        .args(["--preflight", "0s", "--out"])
         .arg(&out)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

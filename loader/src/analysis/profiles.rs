@@ -60,10 +60,8 @@ pub fn spike(phases: &[PhaseSummary], series: &[SecondSummary], goodput_min: f64
         s.offered > 0 && s.errors.values().sum::<u64>() == 0 && tracks(s.ok, s.offered) && tracks(s.sent, s.offered)
     };
     let window: Vec<&SecondSummary> = series.iter().filter(|s| s.t >= first && s.t < end).collect();
-    let time_to_recover_s = window
-        .windows(RECOVERED_FOR)
-        .find(|w| w.iter().all(|s| clean(s)))
-        .map(|w| w[0].t.saturating_sub(first));
+    let time_to_recover_s =
+        window.windows(RECOVERED_FOR).find(|w| w.iter().all(|s| clean(s))).map(|w| w[0].t.saturating_sub(first));
     Some(SpikeSummary {
         time_to_recover_s,
         base_p99_ms: phase(phases, "base").map(|p| p.latency_ms.p99),

@@ -74,22 +74,7 @@ pub fn out_dir(name: &str) -> PathBuf {
 /// Run `loader run ARGS --out DIR --plain`, bounded by `limit`; returns the output and the
 /// parsed summary (if one was written).
 pub fn loader_run(args: &[&str], out: &PathBuf, limit: Duration) -> (Output, Option<serde_json::Value>) {
-    let child = Command::new(env!("CARGO_BIN_EXE_loader"))
-        .arg("run")
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .arg("--plain")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting loader run");
-    let output = wait_bounded(child, limit);
-    let summary = std::fs::read_to_string(out.join("summary.json"))
-        .ok()
-        .map(|t| serde_json::from_str(&t).expect("summary.json is JSON"));
-    (output, summary)
+    loader_run_via(&[], &[], args, out, limit)
 }
 
 /// Wait for `child` at most `limit`, killing it past that (the test then fails on its status).
@@ -122,4 +107,127 @@ pub fn phase<'a>(summary: &'a serde_json::Value, name: &str) -> &'a serde_json::
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// `PREFIX… loader target --listen LISTEN FLAGS` — the target run through a wrapper such as
+/// `ip netns exec NS` or `taskset -c 1` (each execs it, so killing the child kills the
+/// target); waits for its listening line like [`Target::start`].
+pub fn target_via(prefix: &[&str], listen: &str, flags: &[&str]) -> Target {
+    let mut command = Command::new(prefix.first().copied().unwrap_or(env!("CARGO_BIN_EXE_loader")));
+    if !prefix.is_empty() {
+        command.args(&prefix[1..]).arg(env!("CARGO_BIN_EXE_loader"));
+    }
+    let mut child = command
+        .args(["target", "--listen", listen])
+        .args(flags)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting loader target");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut target = Target { child, addr: "0.0.0.0:0".parse().expect("static") };
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = tx.send(line);
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    let line = rx.recv_timeout(PATIENCE).expect("no listening line within 10 s");
+    let addr = line
+        .trim_end()
+        .strip_prefix("loader target listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
+    target.addr = addr.parse().unwrap_or_else(|_| panic!("not an address: {addr:?}"));
+    target
+}
+
+/// [`loader_run`] through a wrapper (`PREFIX… loader run ARGS --out DIR --plain`) with extra
+/// environment variables.
+pub fn loader_run_via(
+    prefix: &[&str],
+    env: &[(&str, String)],
+    args: &[&str],
+    out: &std::path::Path,
+    limit: Duration,
+) -> (Output, Option<serde_json::Value>) {
+    let mut command = Command::new(prefix.first().copied().unwrap_or(env!("CARGO_BIN_EXE_loader")));
+    if !prefix.is_empty() {
+        command.args(&prefix[1..]).arg(env!("CARGO_BIN_EXE_loader"));
+    }
+    // One load run at a time per test binary: on a 2-core machine two runs side by side
+    // would make each other late, and the verdict would rightly say so.
+    static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // The pre-flight noise check (2 s by default) is skipped unless a test asks for it.
+    let preflight: &[&str] = if args.contains(&"--preflight") { &[] } else { &["--preflight", "0s"] };
+    let child = command
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .arg("run")
+        .args(args)
+        .args(preflight)
+        .arg("--out")
+        .arg(out)
+        .arg("--plain")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting loader run");
+    let output = wait_bounded(child, limit);
+    let summary = std::fs::read_to_string(out.join("summary.json"))
+        .ok()
+        .map(|t| serde_json::from_str(&t).expect("summary.json is JSON"));
+    (output, summary)
+}
+
+/// Root, or a skip (`None`, after saying why) — but never under CI (`CI=true` runs as root).
+pub fn root_or_skip(test: &str) -> Option<()> {
+    if is_root() {
+        return Some(());
+    }
+    assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI=true but not root: {test} needs root");
+    eprintln!("skipping {test}: needs root (eBPF probes, network namespaces)");
+    None
+}
+
+/// A network namespace (`ip netns add`) with `lo` up, deleted on drop (also on failure).
+pub struct Netns {
+    /// Its name, for `ip netns exec`.
+    pub name: String,
+}
+
+impl Netns {
+    /// `ip netns add loader-t-<pid>-<tag>` and `ip -n … link set lo up`.
+    pub fn create(tag: &str) -> Netns {
+        let netns = Netns { name: format!("loader-t-{}-{tag}", std::process::id()) };
+        run_ip(&["netns", "add", &netns.name]);
+        netns.ip(&["link", "set", "lo", "up"]);
+        netns
+    }
+
+    /// `ip -n NAME ARGS…`, which must succeed.
+    pub fn ip(&self, args: &[&str]) {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        run_ip(&all);
+    }
+
+    /// The wrapper that runs a command inside: `ip netns exec NAME`.
+    pub fn exec(&self) -> [&str; 4] {
+        ["ip", "netns", "exec", self.name.as_str()]
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+fn run_ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }

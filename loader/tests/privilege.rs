@@ -1,0 +1,174 @@
+//! `sudo loader run`: root only to load and attach the probes, then the invoking user.
+//!
+//! As root, the test plays sudo: it runs the real binary with `SUDO_UID`/`SUDO_GID` of a
+//! throwaway system user (`loadertest`, created here if missing and then deleted by a guard)
+//! against `loader target` on 127.0.0.1. Needs root; skips without it, except under CI.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Target, loader_run_via, root_or_skip};
+use serde_json::Value;
+
+const USER: &str = "loadertest";
+
+/// The throwaway user; deleted on drop if this test created it.
+struct User {
+    uid: u32,
+    gid: u32,
+    created: bool,
+}
+
+impl User {
+    fn get_or_create() -> User {
+        let mut created = false;
+        if !Command::new("id").arg(USER).output().expect("id").status.success() {
+            let status = Command::new("useradd")
+                .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+                .status()
+                .expect("useradd");
+            assert!(status.success(), "useradd {USER}: {status}");
+            created = true;
+        }
+        let id = |flag: &str| -> u32 {
+            let out = Command::new("id").args([flag, USER]).output().expect("id");
+            String::from_utf8_lossy(&out.stdout).trim().parse().expect("a numeric id")
+        };
+        User { uid: id("-u"), gid: id("-g"), created }
+    }
+
+    fn sudo_env(&self) -> [(&'static str, String); 2] {
+        [("SUDO_UID", self.uid.to_string()), ("SUDO_GID", self.gid.to_string())]
+    }
+}
+
+impl Drop for User {
+    fn drop(&mut self) {
+        if self.created {
+            let _ = Command::new("userdel").arg(USER).status();
+        }
+    }
+}
+
+/// A root-owned scratch directory under /tmp (traversable by the user), removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn owner(path: &Path) -> (u32, u32) {
+    let m = std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (m.uid(), m.gid())
+}
+
+fn show(output: &std::process::Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn drops_to_the_sudo_user_after_loading_probes() {
+    if root_or_skip("drops_to_the_sudo_user_after_loading_probes").is_none() {
+        return;
+    }
+    let user = User::get_or_create();
+    let ids = (user.uid, user.gid);
+    let scratch = Scratch(PathBuf::from(format!("/tmp/loader-privilege-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&scratch.0);
+    std::fs::create_dir(&scratch.0).expect("scratch dir");
+    std::fs::set_permissions(&scratch.0, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let target = Target::start(&[]);
+
+    // One run, output two levels below a root-owned directory: both levels are created by
+    // the loader as root and handed over; what is written after the drop is the user's.
+    let out = scratch.0.join("out").join("run");
+    let (output, summary) = loader_run_via(
+        &[],
+        &user.sudo_env(),
+        &["--url", &target.url(), "--rate", "200", "--duration", "2s", "--connections", "8"],
+        &out,
+        Duration::from_secs(40),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let s: Value = summary.unwrap_or_else(|| panic!("no summary.json\n{}", show(&output)));
+    if s["probes"]["available"] != true
+        && std::env::var("CI").map_or(true, |v| v != "true")
+        && s["probes"]["unavailable_reason"].as_str().is_some_and(|r| r.contains("built without eBPF"))
+    {
+        eprintln!("skipping: {}", s["probes"]["unavailable_reason"]);
+        return;
+    }
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let line = format!("loader: dropped privileges to uid {} gid {} after loading probes", user.uid, user.gid);
+    assert_eq!(stdout.lines().filter(|l| *l == line).count(), 1, "expected {line:?} once\n{stdout}");
+    assert_eq!(owner(&scratch.0), (0, 0), "a directory that existed is never chowned");
+    for path in [scratch.0.join("out"), out.clone(), out.join("summary.json"), out.join("latency.hlog")] {
+        assert_eq!(owner(&path), ids, "{}", path.display());
+    }
+    // The probes loaded as root and were read as the user: maps through open fds (the
+    // transitions of all 8 connects) and /proc/<tgid>/net, /proc/<tgid>/fd each second.
+    let p = &s["probes"];
+    assert_eq!(p["available"], true, "{p}");
+    assert_eq!(p["tcp_states"]["SYN_SENT->ESTABLISHED"], 8, "{p}");
+    let series = p["series"].as_array().expect("probes.series");
+    assert!(!series.is_empty(), "samples taken after the drop");
+    for sample in series {
+        assert!(sample["time_wait_live"].is_u64() && sample["ephemeral_ports_in_use"].as_u64() >= Some(8), "{sample}");
+    }
+    assert!(s["health"]["series"].as_array().is_some_and(|h| h.iter().all(|x| x["fds"].as_u64() > Some(0))));
+    assert_eq!(s["phases"][0]["ok"], 400, "200/s for 2 s");
+
+    // --repeat 2: probes load as root for each run, root is dropped after the last load;
+    // run-1 (written as root) is handed over, run-2 and the combined summary are the user's.
+    let out = scratch.0.join("repeat");
+    let (output, summary) = loader_run_via(
+        &[],
+        &user.sudo_env(),
+        &["--url", &target.url(), "--rate", "100", "--duration", "1s", "--connections", "4", "--repeat", "2"],
+        &out,
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(stdout.lines().filter(|l| *l == line).count(), 1, "dropped once, after run 2's probes\n{stdout}");
+    for k in 1..=2 {
+        let dir = out.join(format!("run-{k}"));
+        let run: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("run summary")).unwrap();
+        assert_eq!(run["probes"]["available"], true, "run {k}: {}", run["probes"]);
+        for path in [dir.clone(), dir.join("summary.json"), dir.join("latency.hlog")] {
+            assert_eq!(owner(&path), ids, "{}", path.display());
+        }
+    }
+    assert_eq!(owner(&out.join("summary.json")), ids);
+    assert!(summary.is_some());
+
+    // Proof that root is gone, not just files chowned: an existing root-owned 0755 --out is
+    // writable by root and not by the user — the loader, now the user, refuses it before
+    // loading anything, and leaves the directory as it was.
+    let root_only = scratch.0.join("root-only");
+    std::fs::create_dir(&root_only).expect("mkdir");
+    let (output, summary) = loader_run_via(
+        &[],
+        &user.sudo_env(),
+        &["--url", &target.url(), "--rate", "100", "--duration", "1s"],
+        &root_only,
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{}", show(&output));
+    assert!(stderr.contains(&format!("is not writable by uid {}", user.uid)), "{stderr}");
+    assert!(summary.is_none());
+    assert_eq!(owner(&root_only), (0, 0));
+    assert_eq!(std::fs::read_dir(&root_only).expect("read_dir").count(), 0);
+}
