@@ -267,8 +267,8 @@ fn run_once(
     });
     summary.analysis.emergency_stop = run.emergency_stop.clone();
     summary.preflight = noise;
-    summary.verdict = verdict::judge(&summary, &Limits::from(&plan.verdict));
-    let criteria = Criteria::from(&plan.slo);
+    summary.verdict = verdict::judge(&summary, &plan.verdict);
+    let criteria = Criteria { tail_samples_min: plan.verdict.min_tail_samples, ..Criteria::from(&plan.slo) };
     let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
     analysis::annotate(&mut summary, &analysis);
     summary.analysis.criteria = Some(criteria.summarize());

@@ -53,6 +53,10 @@ pub struct VerdictLimits {
     pub cert_ceiling_pct: f64,
     /// A quoted percentile needs at least this many samples beyond it (100).
     pub min_tail_samples: u64,
+    /// Connections opened on a keep-alive run above this multiple of the pool are noted (2).
+    pub churn_ratio: f64,
+    /// cgroup CPU throttling above this many ms per second of run invalidates it (10).
+    pub throttled_ms_per_s: f64,
 }
 
 impl Default for VerdictLimits {
@@ -66,6 +70,8 @@ impl Default for VerdictLimits {
             fds_pct: 80.0,
             cert_ceiling_pct: 70.0,
             min_tail_samples: 100,
+            churn_ratio: 2.0,
+            throttled_ms_per_s: 10.0,
         }
     }
 }
@@ -131,6 +137,7 @@ impl VerdictLimits {
             fds_pct: pct(&r.fds_pct, d.fds_pct)?,
             cert_ceiling_pct: pct(&r.cert_ceiling_pct, d.cert_ceiling_pct)?,
             min_tail_samples: n(&r.min_tail_samples, d.min_tail_samples)?,
+            ..d
         })
     }
 }

@@ -14,61 +14,9 @@
 
 use crate::report::summary::{Reason, Summary, Verdict};
 
-/// Limits the evidence is held against (DESIGN.md's defaults; a scenario's `[verdict]`
-/// overrides them).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
-    /// Loader shard CPU, p95 over the run's seconds, percent of one core per shard.
-    pub cpu_p95_pct: f64,
-    /// Run-queue delay of loader threads, p99, milliseconds.
-    pub runqueue_p99_ms: f64,
-    /// Send lag p99 in any measured phase, milliseconds.
-    pub send_lag_p99_ms: f64,
-    /// Live TIME_WAIT sockets.
-    pub time_wait: u64,
-    /// Ephemeral ports in use, percent of `ip_local_port_range`.
-    pub ephemeral_ports_pct: f64,
-    /// Open descriptors, percent of the limit.
-    pub fds_pct: f64,
-    /// Connections opened on a keep-alive run, as a multiple of the pool.
-    pub churn_ratio: f64,
-    /// Achieved rate, percent of the certified ceiling.
-    pub cert_ceiling_pct: f64,
-    /// cgroup CPU throttling, milliseconds per second of run.
-    pub throttled_ms_per_s: f64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            cpu_p95_pct: 70.0,
-            runqueue_p99_ms: 1.0,
-            send_lag_p99_ms: 50.0,
-            time_wait: 5000,
-            ephemeral_ports_pct: 60.0,
-            fds_pct: 80.0,
-            churn_ratio: 2.0,
-            cert_ceiling_pct: 70.0,
-            throttled_ms_per_s: 10.0,
-        }
-    }
-}
-
-impl From<&crate::scenario::VerdictLimits> for Limits {
-    /// A scenario's `[verdict]` limits; the ones it cannot set keep their defaults.
-    fn from(v: &crate::scenario::VerdictLimits) -> Self {
-        Limits {
-            cpu_p95_pct: v.cpu_p95_pct,
-            runqueue_p99_ms: v.runqueue_p99_ms,
-            send_lag_p99_ms: v.send_lag_p99_ms,
-            time_wait: v.time_wait,
-            ephemeral_ports_pct: v.ephemeral_ports_pct,
-            fds_pct: v.fds_pct,
-            cert_ceiling_pct: v.cert_ceiling_pct,
-            ..Limits::default()
-        }
-    }
-}
+/// Limits the evidence is held against: DESIGN.md's defaults, overridden by a scenario's
+/// `[verdict]` (the same type: scenario validates it, the verdict reads it).
+pub use crate::scenario::VerdictLimits as Limits;
 
 /// Sides a reason can name.
 pub const LOADER: &str = "loader";
