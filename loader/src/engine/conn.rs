@@ -1,11 +1,12 @@
 //! One keep-alive connection of a shard: its socket, its receive buffer, the request in
-//! flight on it, and where it is in its life (connecting, idle, busy, closing).
+//! flight on it, and where it is in its life (connecting, handshaking, idle, busy, closing).
 //!
 //! Only the shard loop touches a `Conn`. Received bytes arrive in the shard's provided
 //! buffers (`bufring.rs`) and are parsed where they land; a connection keeps bytes of its own
 //! only when a response head is split across chunks.
 
 use super::http1::{Progress, ProtocolError, ResponseParser};
+use super::tls::Tls;
 
 /// Largest unparsed tail a connection keeps (a response head larger than this is a
 /// protocol error).
@@ -32,6 +33,9 @@ pub enum State {
     Closed,
     /// Connect submitted.
     Connecting,
+    /// Connected, TLS handshake under way (https only); a request waiting for the
+    /// connection stays in `inflight` until the handshake is done.
+    Handshaking,
     /// Connected, no request in flight.
     Idle,
     /// A request in flight.
@@ -84,6 +88,8 @@ pub struct Conn {
     pub connect_started_ns: u64,
     /// A request to send again on a fresh socket once this one is closed.
     pub retry: Option<InFlight>,
+    /// TLS state (https targets only; `None` keeps the plain path free of it).
+    pub tls: Option<Box<Tls>>,
 }
 
 impl Conn {
@@ -102,6 +108,7 @@ impl Conn {
             served: 0,
             connect_started_ns: 0,
             retry: None,
+            tls: None,
         }
     }
 

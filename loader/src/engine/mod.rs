@@ -3,7 +3,8 @@
 //! Each shard owns its connections, its share of the schedule ([`ShardSchedule`]) and its
 //! [`ShardRecord`]; shards share nothing on the hot path but a stop flag and a few
 //! relaxed counters for the live progress line. The loop itself is in `shard.rs`, the
-//! per-connection state in `conn.rs`, response framing in [`http1`].
+//! per-connection state in `conn.rs`, response framing in [`http1`], TLS (https targets) in
+//! [`tls`].
 //!
 //! Why the `io-uring` crate directly rather than tokio-uring: the schedule needs wake-ups
 //! with sub-millisecond precision (tokio's timer wheel has 1 ms slots, which would add up
@@ -18,6 +19,7 @@ mod bufring;
 mod conn;
 pub mod http1;
 mod shard;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -108,6 +110,8 @@ pub struct ShardConfig {
     pub seconds: usize,
     /// Wake-up window: see [`wake_window`].
     pub wake_window: Duration,
+    /// TLS client for an https target (`None`: plain HTTP).
+    pub tls: Option<tls::TlsClient>,
 }
 
 /// Per-shard rate from which the shard batches its wake-ups.

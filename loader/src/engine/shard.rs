@@ -6,17 +6,24 @@
 //! waits at the head of the schedule (its latency keeps counting from the intended time)
 //! and is dropped — recorded at its deadline — once it has waited a full timeout.
 //! Requests are never skipped silently.
+//!
+//! On an https target a connection handshakes after connect (state `Handshaking`; a request
+//! that opened it waits in it), and its sends and receives go through rustls (`tls.rs`):
+//! the TLS branches hang off `Conn::tls`, which is `None` on plain HTTP.
 
+use std::io::{BufRead as _, Write as _};
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
+use rustls::HandshakeKind;
 
 use super::bufring::BufRing;
 use super::conn::{Chunk, Conn, InFlight, State};
 use super::http1::Progress;
+use super::tls::{Tls, TlsClient};
 use super::{Clock, EngineError, Live, ShardConfig, ShardResult};
 use crate::record::{ErrorClass, ShardRecord};
 use crate::schedule::{Due, ShardSchedule};
@@ -56,6 +63,8 @@ pub struct Shard {
     sockaddr_len: libc::socklen_t,
     family: i32,
     requests: Arc<super::RequestTable>,
+    /// TLS client of an https target; `None` for plain HTTP.
+    tls: Option<TlsClient>,
     keepalive: bool,
     timeout_ns: u64,
     schedule: ShardSchedule,
@@ -153,6 +162,7 @@ impl Shard {
             sockaddr_len,
             family,
             requests: cfg.requests,
+            tls: cfg.tls,
             keepalive: cfg.keepalive,
             timeout_ns: cfg.timeout.as_nanos() as u64,
             record: ShardRecord::new(cfg.windows, cfg.seconds),
@@ -318,8 +328,8 @@ impl Shard {
 
     fn push(&mut self, entry: squeue::Entry) {
         // SAFETY: every entry points into memory that outlives the operation: the shared
-        // request bytes, a connection's buffer (never freed or moved while ops > 0), or
-        // the boxed sockaddr.
+        // request bytes, a connection's buffer or its TLS `out` buffer (never freed, moved
+        // or written while ops > 0 / a send of it is in flight), or the boxed sockaddr.
         unsafe {
             if self.ring.submission().push(&entry).is_err() {
                 let _ = self.ring.submit();
@@ -364,12 +374,22 @@ impl Shard {
         conn.state = State::Busy;
         conn.inflight = Some(f);
         conn.parser.expect_head(self.requests.head[f.request as usize]);
-        conn.ops += 1;
         let (fd, generation) = (conn.fd, conn.generation);
         self.record.on_send(f.phase, f.intended_ns, now, waited, self.in_flight);
         self.last_send_ns = Some(now);
         self.sent += 1;
         let bytes = &self.requests.bytes[f.request as usize];
+        if let Some(tls) = conn.tls.as_mut() {
+            // rustls' send buffer is unbounded (`TlsClient::connect`): the whole request is
+            // encrypted now and leaves with the next TLS send.
+            if tls.session.writer().write_all(bytes).is_err() {
+                self.fail_request(c, ErrorClass::Protocol, now);
+                return;
+            }
+            self.flush_tls(c);
+            return;
+        }
+        conn.ops += 1;
         let entry = opcode::Send::new(types::Fd(fd), bytes.as_ptr(), bytes.len() as u32)
             .build()
             .user_data(user_data(c, generation, OP_SEND));
@@ -380,7 +400,7 @@ impl Shard {
     /// ended it, e.g. when it ran out of provided buffers).
     fn arm_recv(&mut self, c: usize) {
         let conn = &mut self.conns[c];
-        if conn.recv_armed || !matches!(conn.state, State::Idle | State::Busy) {
+        if conn.recv_armed || !matches!(conn.state, State::Idle | State::Busy | State::Handshaking) {
             return;
         }
         conn.recv_armed = true;
@@ -447,10 +467,14 @@ impl Shard {
         }
         self.record.connections_opened += 1;
         self.open += 1;
+        if self.tls.is_some() {
+            self.start_handshake(c, now);
+            return;
+        }
         self.conns[c].state = State::Idle;
         self.arm_recv(c);
         match self.conns[c].inflight.take() {
-            Some(f) => self.send_request(c, f, false),
+            Some(f) => self.send_request(c, f, opened_on_time(&f)),
             None => {
                 self.conns[c].state = State::Idle;
                 self.idle.push(c);
@@ -459,6 +483,10 @@ impl Shard {
     }
 
     fn on_sent(&mut self, c: usize, res: i32) {
+        if self.conns[c].tls.is_some() {
+            self.on_tls_sent(c, res);
+            return;
+        }
         let now = self.clock.now_ns();
         let conn = &mut self.conns[c];
         let Some(f) = conn.inflight.as_mut() else { return };
@@ -484,6 +512,10 @@ impl Shard {
         let now = self.clock.now_ns();
         if res == -libc::ENOBUFS {
             return; // re-armed by `complete`
+        }
+        if self.conns[c].tls.is_some() {
+            self.on_tls_received(c, res, bid, now);
+            return;
         }
         if self.conns[c].inflight.is_none() {
             // Nothing asked: the server closed an idle keep-alive connection (EOF), or sent
@@ -581,7 +613,7 @@ impl Shard {
                 }
                 self.open -= 1;
             }
-            State::Busy => self.open -= 1,
+            State::Busy | State::Handshaking => self.open -= 1,
             State::Connecting => {}
         }
         conn.state = State::Closing;
@@ -632,8 +664,11 @@ impl Shard {
                         self.fail_request(c, ErrorClass::Timeout, f.sent_ns + self.timeout_ns);
                     }
                 }
-                State::Connecting if now >= conn.connect_started_ns + self.timeout_ns => {
+                State::Connecting | State::Handshaking if now >= conn.connect_started_ns + self.timeout_ns => {
                     let deadline = conn.connect_started_ns + self.timeout_ns;
+                    if conn.state == State::Handshaking {
+                        self.record.tls.failures += 1;
+                    }
                     self.fail_request(c, ErrorClass::Timeout, deadline);
                 }
                 _ => {}
@@ -656,9 +691,201 @@ impl Shard {
         Ok(())
     }
 
+    /// TCP is up on an https connection: start its TLS session and send the ClientHello.
+    fn start_handshake(&mut self, c: usize, now: u64) {
+        self.conns[c].state = State::Handshaking;
+        let client = self.tls.as_ref().expect("https shard");
+        let session = match client.connect() {
+            Ok(session) => session,
+            Err(e) => {
+                self.tls_failed(c, now, &e);
+                return;
+            }
+        };
+        let conn = &mut self.conns[c];
+        match conn.tls.as_mut() {
+            Some(tls) => tls.restart(session),
+            None => conn.tls = Some(Tls::new(session)),
+        }
+        self.arm_recv(c);
+        self.flush_tls(c);
+    }
+
+    /// Send what rustls has queued, unless a send of this connection is still in flight
+    /// (its completion calls this again).
+    fn flush_tls(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        if conn.state == State::Closing {
+            return;
+        }
+        let Some(tls) = conn.tls.as_mut() else { return };
+        if !tls.fill_out() {
+            return;
+        }
+        // `tls.out` stays untouched until this send completes (`Tls::sending`), and the
+        // boxed `Tls` lives as long as the connection has operations outstanding.
+        let entry = opcode::Send::new(types::Fd(conn.fd), tls.out.as_ptr(), tls.out.len() as u32)
+            .build()
+            .user_data(user_data(c, conn.generation, OP_SEND));
+        conn.ops += 1;
+        self.push(entry);
+    }
+
+    fn on_tls_sent(&mut self, c: usize, res: i32) {
+        let conn = &mut self.conns[c];
+        let tls = conn.tls.as_mut().expect("caller checked");
+        if res < 0 {
+            tls.sending = false;
+            let now = self.clock.now_ns();
+            self.fail_request(c, class_of_errno(-res), now);
+            return;
+        }
+        tls.out_sent += res as usize;
+        if tls.out_sent < tls.out.len() {
+            // Short write: send the rest of the same buffer.
+            let rest = &tls.out[tls.out_sent..];
+            let entry = opcode::Send::new(types::Fd(conn.fd), rest.as_ptr(), rest.len() as u32)
+                .build()
+                .user_data(user_data(c, conn.generation, OP_SEND));
+            conn.ops += 1;
+            self.push(entry);
+            return;
+        }
+        tls.sending = false;
+        self.flush_tls(c);
+    }
+
+    /// Ciphertext arrived (or the socket ended) on an https connection.
+    fn on_tls_received(&mut self, c: usize, res: i32, bid: Option<u16>, now: u64) {
+        if res <= 0 {
+            let conn = &self.conns[c];
+            if conn.state == State::Handshaking {
+                // The server reset or closed during the handshake: it refused the connection.
+                self.record.tls.failures += 1;
+                self.record.tls.note_error(|| "the server closed the connection during the TLS handshake".into());
+                self.fail_request(c, ErrorClass::Connect, now);
+            } else if conn.inflight.is_none() {
+                self.begin_close(c);
+            } else if res < 0 {
+                self.fail_request(c, class_of_errno(-res), now);
+            } else {
+                self.on_eof(c, now);
+            }
+            return;
+        }
+        let Some(bid) = bid else {
+            self.fail_request(c, ErrorClass::Protocol, now);
+            return;
+        };
+        let len = res as usize;
+        let mut off = 0;
+        while off < len {
+            let tls = self.conns[c].tls.as_mut().expect("caller checked");
+            let mut wire = &self.bufs.get(bid, len)[off..];
+            match tls.session.read_tls(&mut wire) {
+                Ok(n) if n > 0 => off += n,
+                _ => {
+                    self.fail_request(c, ErrorClass::Protocol, now);
+                    return;
+                }
+            }
+            if let Err(e) = tls.session.process_new_packets() {
+                self.tls_failed(c, now, &e);
+                return;
+            }
+            if tls.handshaking && !tls.session.is_handshaking() {
+                self.on_handshake_done(c);
+            }
+            if !self.drain_plaintext(c, now) {
+                return;
+            }
+        }
+        self.flush_tls(c);
+    }
+
+    fn on_handshake_done(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        let tls = conn.tls.as_mut().expect("caller checked");
+        tls.handshaking = false;
+        let resumed = tls.session.handshake_kind() == Some(HandshakeKind::Resumed);
+        self.record.tls.on_handshake(tls.handshake_started.elapsed().as_nanos() as u64, resumed);
+        conn.state = State::Idle;
+        match conn.inflight.take() {
+            // Waited for connect and handshake: both are in its send lag.
+            Some(f) => self.send_request(c, f, opened_on_time(&f)),
+            None => self.idle.push(c),
+        }
+    }
+
+    /// Feed decrypted bytes to the response parser; false once the connection is closing.
+    fn drain_plaintext(&mut self, c: usize, now: u64) -> bool {
+        loop {
+            let conn = &mut self.conns[c];
+            if conn.state == State::Closing {
+                return false;
+            }
+            // Out of the connection for a moment, so the parser (also the connection's) can
+            // read rustls' buffer in place.
+            let Some(mut tls) = conn.tls.take() else { return false };
+            let chunk = match tls.session.reader().into_first_chunk() {
+                Ok(plain) if !plain.is_empty() => {
+                    let n = plain.len();
+                    let chunk = conn.inflight.is_some().then(|| conn.take_chunk(plain));
+                    tls.session.reader().consume(n);
+                    Some(chunk)
+                }
+                _ => None,
+            };
+            conn.tls = Some(tls);
+            match chunk {
+                None => return true,
+                // Bytes nobody asked for: the connection is done (as on the plain path).
+                Some(None) => {
+                    self.begin_close(c);
+                    return false;
+                }
+                Some(Some(Err(_))) => {
+                    self.fail_request(c, ErrorClass::Protocol, now);
+                    return false;
+                }
+                Some(Some(Ok(Chunk::More))) => {}
+                Some(Some(Ok(Chunk::Done { status, close }))) => {
+                    self.conns[c].parser.reset();
+                    self.finish_answered(c, status, now);
+                    if close || !self.keepalive {
+                        self.begin_close(c);
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// rustls rejected the session. During the handshake (certificate refused, alert,
+    /// no common parameters) the connection could not be opened: class `connect`, counted
+    /// as a TLS failure. After it (bad record, unexpected message): class `protocol`.
+    fn tls_failed(&mut self, c: usize, now: u64, e: &rustls::Error) {
+        let class = if self.conns[c].state == State::Handshaking {
+            self.record.tls.failures += 1;
+            self.record.tls.note_error(|| e.to_string());
+            ErrorClass::Connect
+        } else {
+            ErrorClass::Protocol
+        };
+        self.fail_request(c, class, now);
+    }
+
     fn publish(&self) {
         self.live.publish(self.sent, self.ok, self.errors, u64::from(self.in_flight), u64::from(self.open));
     }
+}
+
+/// A request that opened its own connection waited for the connect (and handshake): the
+/// target's and the network's time, which the probes measure. It counts as having waited for
+/// a connection — so its lateness is not laid at the loader's door — only if the loader itself
+/// dispatched it on time (`sent_ns` still holds the dispatch time here).
+fn opened_on_time(f: &InFlight) -> bool {
+    f.sent_ns.saturating_sub(f.intended_ns) <= crate::record::LATE_NS
 }
 
 impl InFlight {

@@ -193,6 +193,54 @@ pub struct ShardRecord {
     pub retried_on_stale_connection: u64,
     /// Requests still in flight when a stopped run gave up waiting for them (not recorded).
     pub abandoned: u64,
+    /// TLS handshakes (https targets; all zero otherwise).
+    pub tls: TlsRecord,
+}
+
+/// TLS handshakes of a run (https targets only).
+#[derive(Debug, Clone)]
+pub struct TlsRecord {
+    /// Handshakes completed.
+    pub handshakes: u64,
+    /// Of those, resumed from an earlier session (TLS 1.3 ticket or TLS 1.2 session).
+    pub resumed: u64,
+    /// Handshakes that failed (certificate rejected, alert, protocol error, peer closed).
+    pub failures: u64,
+    /// TCP connect done → handshake done, µs, per completed handshake.
+    pub handshake: Histogram<u64>,
+    /// The first handshake failure's reason (allocated once, on failure only).
+    pub first_error: Option<String>,
+}
+
+impl TlsRecord {
+    fn new() -> Self {
+        TlsRecord { handshakes: 0, resumed: 0, failures: 0, handshake: histogram(), first_error: None }
+    }
+
+    /// A handshake completed after `ns`.
+    #[inline]
+    pub fn on_handshake(&mut self, ns: u64, resumed: bool) {
+        self.handshakes += 1;
+        self.resumed += u64::from(resumed);
+        self.handshake.saturating_record(us(ns));
+    }
+
+    /// Keep the reason of the first failure.
+    pub fn note_error(&mut self, reason: impl FnOnce() -> String) {
+        if self.first_error.is_none() {
+            self.first_error = Some(reason());
+        }
+    }
+
+    fn merge(&mut self, other: &TlsRecord) {
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
+        self.handshakes += other.handshakes;
+        self.resumed += other.resumed;
+        self.failures += other.failures;
+        self.handshake.add(&other.handshake).expect("same bounds");
+    }
 }
 
 impl ShardRecord {
@@ -206,6 +254,7 @@ impl ShardRecord {
             connect_failures: 0,
             abandoned: 0,
             retried_on_stale_connection: 0,
+            tls: TlsRecord::new(),
         }
     }
 
@@ -308,6 +357,7 @@ impl ShardRecord {
         self.connect_failures += other.connect_failures;
         self.abandoned += other.abandoned;
         self.retried_on_stale_connection += other.retried_on_stale_connection;
+        self.tls.merge(&other.tls);
     }
 }
 
@@ -382,5 +432,18 @@ mod tests {
         assert_eq!(a.phases[1].latency.len(), 2);
         assert!(a.phases[1].latency.equivalent(a.phases[1].latency.max(), 9_000));
         assert_eq!(a.phases[1].error(ErrorClass::Http5xx), 1);
+    }
+
+    #[test]
+    fn tls_handshakes_merge_with_their_durations() {
+        let mut a = ShardRecord::new(windows(), 2);
+        let mut b = ShardRecord::new(windows(), 2);
+        a.tls.on_handshake(2_000_000, false);
+        b.tls.on_handshake(500_000, true);
+        b.tls.failures += 1;
+        a.merge(&b);
+        assert_eq!((a.tls.handshakes, a.tls.resumed, a.tls.failures), (2, 1, 1));
+        assert!(a.tls.handshake.equivalent(a.tls.handshake.max(), 2_000));
+        assert!(a.tls.handshake.equivalent(a.tls.handshake.min(), 500));
     }
 }

@@ -20,6 +20,6 @@ mod spec;
 mod values;
 
 pub use limits::{CapacitySpec, DEFAULT_MARGIN, SloSpec, VerdictLimits};
-pub use plan::{Phase, PhaseKind, Plan, PlannedRequest, TargetAddr};
+pub use plan::{Phase, PhaseKind, Plan, PlannedRequest, TargetAddr, TlsPlan};
 pub use profile::{MAX_STEPS, Profile, ProfileKind};
-pub use spec::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, RequestSpec, Spec, Target, parse_duration};
+pub use spec::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, RequestSpec, Spec, Target, TlsSpec, parse_duration};

@@ -10,10 +10,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hyper::Uri;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::limits::{CapacitySpec, SloSpec, VerdictLimits};
 use super::profile::{Profile, ProfileKind};
-use super::spec::{RequestSpec, Spec};
+use super::spec::{RequestSpec, Spec, TlsSpec};
+use crate::engine::tls::Verify;
 use crate::error::InputError;
 use crate::schedule::Window;
 
@@ -99,6 +102,18 @@ pub struct TargetAddr {
     pub url: String,
     /// Socket address connections go to.
     pub addr: SocketAddr,
+    /// TLS settings of an https URL; `None` for http.
+    pub tls: Option<TlsPlan>,
+}
+
+/// How an https target is reached.
+#[derive(Debug, Clone)]
+pub struct TlsPlan {
+    /// SNI and the name the certificate must carry: the URL's host (an IP literal becomes
+    /// an IP address name, which rustls checks against the certificate's IP SANs).
+    pub server_name: ServerName<'static>,
+    /// How the certificate is verified.
+    pub verify: Verify,
 }
 
 /// One request of the mix, encoded.
@@ -154,7 +169,18 @@ pub struct Plan {
 impl Plan {
     /// Resolve `spec` against `url` (the user's, or the built-in target's).
     pub fn resolve(spec: &Spec, url: &str) -> Result<Plan, InputError> {
-        let (addr, host, path) = resolve_url(url, &spec.url_key)?;
+        let (addr, host, path, https) = resolve_url(url, &spec.url_key)?;
+        let tls = match https {
+            Some(name) => Some(tls_plan(name, &spec.tls)?),
+            None => {
+                let flag =
+                    if spec.tls.insecure { Some("--insecure") } else { spec.tls.cacert.as_ref().map(|_| "--cacert") };
+                if let Some(flag) = flag {
+                    return Err(InputError::new(flag, format!("applies to https URLs only; {url} is http")));
+                }
+                None
+            }
+        };
         let requests = spec
             .requests
             .iter()
@@ -170,7 +196,7 @@ impl Plan {
         // Every shard needs at least one connection of its own.
         let threads = spec.threads.unwrap_or(cpus).min(spec.connections);
         Ok(Plan {
-            target: TargetAddr { url: url.to_string(), addr },
+            target: TargetAddr { url: url.to_string(), addr, tls },
             requests,
             keepalive: spec.keepalive,
             emergency_stop: spec.emergency_stop,
@@ -301,26 +327,54 @@ impl Phases {
     }
 }
 
-fn resolve_url(url: &str, key: &str) -> Result<(SocketAddr, String, String), InputError> {
+/// The URL's socket address, Host header, path and — for https — the TLS server name.
+fn resolve_url(url: &str, key: &str) -> Result<(SocketAddr, String, String, Option<ServerName<'static>>), InputError> {
     let bad = |problem: String| InputError::new(key, problem);
     let uri: Uri = url.parse().map_err(|e| bad(format!("{url:?} is not a URL ({e})")))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => return Err(bad("https is not supported yet (plain http only)".into())),
-        Some(other) => return Err(bad(format!("unsupported scheme {other:?}; expected http"))),
+    let https = match uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        Some(other) => return Err(bad(format!("unsupported scheme {other:?}; expected http or https"))),
         None => return Err(bad(format!("{url:?} has no scheme; write http://host:port/path"))),
-    }
+    };
     let authority = uri.authority().ok_or_else(|| bad(format!("{url:?} has no host")))?;
     let host = authority.host();
-    let port = authority.port_u16().unwrap_or(80);
+    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
     let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let server_name = match https {
+        true => Some(
+            ServerName::try_from(bare.to_string())
+                .map_err(|e| bad(format!("{host} is not a valid TLS server name ({e})")))?,
+        ),
+        false => None,
+    };
     let addr = (bare, port)
         .to_socket_addrs()
         .map_err(|e| bad(format!("cannot resolve {host}: {e}")))?
         .next()
         .ok_or_else(|| bad(format!("{host} resolves to no address")))?;
     let path = uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
-    Ok((addr, authority.as_str().to_string(), path))
+    Ok((addr, authority.as_str().to_string(), path, server_name))
+}
+
+/// TLS settings of an https URL: `--insecure`, or `--cacert` roots (read here, so a bad
+/// file is reported against the flag before anything runs), or the Mozilla roots.
+fn tls_plan(server_name: ServerName<'static>, spec: &TlsSpec) -> Result<TlsPlan, InputError> {
+    let verify = match (&spec.cacert, spec.insecure) {
+        (_, true) => Verify::Insecure,
+        (None, false) => Verify::WebPki,
+        (Some(path), false) => {
+            let bad = |problem: String| InputError::new("--cacert", problem);
+            let certs = CertificateDer::pem_file_iter(path)
+                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| bad(format!("cannot read PEM certificates from {}: {e}", path.display())))?;
+            if certs.is_empty() {
+                return Err(bad(format!("{} holds no PEM certificate", path.display())));
+            }
+            Verify::Roots(certs)
+        }
+    };
+    Ok(TlsPlan { server_name, verify })
 }
 
 fn encode_request(r: &RequestSpec, host: &str, path: &str) -> Vec<u8> {
@@ -420,10 +474,42 @@ mod tests {
 
     #[test]
     fn bad_urls_are_named() {
-        for url in ["127.0.0.1:80", "ftp://x/", "https://127.0.0.1/", "http://"] {
+        for url in ["127.0.0.1:80", "ftp://x/", "http://"] {
             let e = plan(|a| a.url = Some(url.into())).unwrap_err();
             assert_eq!(e.key, "--url", "{url}: {e}");
         }
+    }
+
+    #[test]
+    fn https_urls_default_to_443_and_name_their_host() {
+        let p = plan(|a| a.url = Some("https://127.0.0.1/x".into())).unwrap();
+        assert_eq!(p.target.addr.port(), 443);
+        let tls = p.target.tls.as_ref().expect("https has TLS settings");
+        assert!(matches!(tls.server_name, ServerName::IpAddress(_)));
+        assert_eq!(tls.verify, Verify::WebPki, "verification is on by default");
+        let p = plan(|a| {
+            a.url = Some("https://localhost:8443/".into());
+            a.insecure = true;
+        })
+        .unwrap();
+        let tls = p.target.tls.expect("https");
+        assert_eq!(tls.server_name, ServerName::try_from("localhost").unwrap());
+        assert_eq!(tls.verify, Verify::Insecure);
+        assert!(plan(|a| a.url = Some("http://127.0.0.1/".into())).unwrap().target.tls.is_none());
+    }
+
+    #[test]
+    fn tls_flags_on_http_urls_are_named() {
+        let e = plan(|a| a.insecure = true).unwrap_err();
+        assert_eq!(e.key, "--insecure", "{e}");
+        let e = plan(|a| a.cacert = Some("/dev/null".into())).unwrap_err();
+        assert_eq!(e.key, "--cacert", "{e}");
+        let e = plan(|a| {
+            a.url = Some("https://127.0.0.1/".into());
+            a.cacert = Some("/dev/null".into());
+        })
+        .unwrap_err();
+        assert!(e.key == "--cacert" && e.to_string().contains("no PEM certificate"), "{e}");
     }
 
     fn shape(p: &Plan) -> Vec<(String, PhaseKind, u64, f64, f64)> {

@@ -87,6 +87,17 @@ pub struct Spec {
     pub out: Option<PathBuf>,
     /// Line-per-second progress instead of a status line.
     pub plain: bool,
+    /// How an https target's certificate is checked (flags only).
+    pub tls: TlsSpec,
+}
+
+/// TLS flags as given (`--insecure`, `--cacert`); they apply to https URLs only.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TlsSpec {
+    /// Skip certificate verification.
+    pub insecure: bool,
+    /// Trust the roots in this PEM file instead of the Mozilla roots.
+    pub cacert: Option<PathBuf>,
 }
 
 /// Default client timeout (DESIGN.md: explicit, 5 s).
@@ -136,9 +147,8 @@ fn method(g: Option<&Given<String>>) -> Result<String, InputError> {
 fn check_url(g: &Given<String>) -> Result<(), InputError> {
     let uri: Uri = g.value.parse().map_err(|e| g.err(format!("{:?} is not a URL ({e})", g.value)))?;
     match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => return Err(g.err("https is not supported yet (plain http only)")),
-        Some(other) => return Err(g.err(format!("unsupported scheme {other:?}; expected http"))),
+        Some("http" | "https") => {}
+        Some(other) => return Err(g.err(format!("unsupported scheme {other:?}; expected http or https"))),
         None => return Err(g.err(format!("{:?} has no scheme; write http://host:port/path", g.value))),
     }
     if uri.authority().is_none() {
@@ -157,6 +167,10 @@ impl Spec {
         raw.overlay_flags(args);
         let mut spec = Spec::from_raw(&raw)?;
         spec.emergency_stop = !args.no_emergency_stop;
+        if args.insecure && args.cacert.is_some() {
+            return Err(InputError::new("--cacert", "cannot be combined with --insecure (which verifies nothing)"));
+        }
+        spec.tls = TlsSpec { insecure: args.insecure, cacert: args.cacert.clone() };
         Ok(spec)
     }
 
@@ -213,6 +227,7 @@ impl Spec {
             emergency_stop: true,
             out: raw.out.as_ref().map(|g| g.value.clone()),
             plain: raw.plain.as_ref().is_some_and(|g| g.value),
+            tls: TlsSpec::default(),
         })
     }
 }

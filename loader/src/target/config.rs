@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use super::tls::TargetTls;
 use crate::cli::TargetArgs;
 use crate::error::InputError;
 
@@ -34,6 +35,8 @@ pub struct TargetConfig {
     pub stall: Option<Stall>,
     /// Runtime threads (1: a single-threaded runtime on one OS thread).
     pub threads: usize,
+    /// Serve HTTPS with this (`--tls`); `None`: plain HTTP.
+    pub tls: Option<TargetTls>,
 }
 
 impl TargetConfig {
@@ -52,6 +55,19 @@ impl TargetConfig {
         if args.threads == 0 {
             return Err(InputError::new("--threads", "must be at least 1, got 0"));
         }
+        let tls = if args.tls {
+            Some(TargetTls::from_flags(args.cert.as_deref(), args.key.as_deref(), args.write_cert.as_deref())?)
+        } else {
+            let given = [
+                ("--cert", args.cert.is_some()),
+                ("--key", args.key.is_some()),
+                ("--write-cert", args.write_cert.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, on)| *on) {
+                return Err(InputError::new(*flag, "needs --tls"));
+            }
+            None
+        };
         Ok(TargetConfig {
             listen: parse_listen(&args.listen)?,
             delay: match &args.delay {
@@ -61,6 +77,7 @@ impl TargetConfig {
             workers,
             stall: args.stall.as_deref().map(parse_stall).transpose()?,
             threads: args.threads,
+            tls,
         })
     }
 }
@@ -111,7 +128,17 @@ mod tests {
     use super::*;
 
     fn args() -> TargetArgs {
-        TargetArgs { listen: "127.0.0.1:0".into(), delay: None, workers: None, stall: None, threads: 1 }
+        TargetArgs {
+            listen: "127.0.0.1:0".into(),
+            delay: None,
+            workers: None,
+            stall: None,
+            threads: 1,
+            tls: false,
+            cert: None,
+            key: None,
+            write_cert: None,
+        }
     }
 
     fn err(a: TargetArgs) -> String {
@@ -136,6 +163,7 @@ mod tests {
             workers: Some(4),
             stall: Some("10s:1s".into()),
             threads: 2,
+            ..args()
         })
         .unwrap();
         assert_eq!(cfg.listen, "[::1]:8080".parse().unwrap());
@@ -143,6 +171,20 @@ mod tests {
         assert_eq!(cfg.workers, Some(4));
         assert_eq!(cfg.stall, Some(Stall { every: Duration::from_secs(10), pause: Duration::from_secs(1) }));
         assert_eq!(cfg.threads, 2);
+        assert!(cfg.tls.is_none());
+    }
+
+    #[test]
+    fn tls_flags_need_tls() {
+        for (args, flag) in [
+            (TargetArgs { cert: Some("c.pem".into()), key: Some("k.pem".into()), ..args() }, "--cert"),
+            (TargetArgs { write_cert: Some("c.pem".into()), ..args() }, "--write-cert"),
+        ] {
+            let e = err(args);
+            assert_eq!(e, format!("{flag}: needs --tls"));
+        }
+        let cfg = TargetConfig::from_args(&TargetArgs { tls: true, ..args() }).unwrap();
+        assert!(cfg.tls.is_some_and(|t| t.chain_pem.starts_with("-----BEGIN CERTIFICATE-----")));
     }
 
     #[test]

@@ -15,7 +15,10 @@
 //! serves until SIGINT/SIGTERM) and [`spawn`] (on its own thread inside this process, stopped
 //! with [`TargetHandle::stop`]).
 //!
-//! It does not do: HTTP/2, TLS, routing, echoing the request, error responses, or any
+//! `--tls` serves HTTPS (rustls, a self-signed certificate unless `--cert`/`--key`; see
+//! `tls.rs`); the listening line then says `https://`.
+//!
+//! It does not do: HTTP/2, routing, echoing the request, error responses, or any
 //! measuring of its own — the numbers are the loader's. It is built to be cheap (a static body,
 //! no per-request allocation of its own, TCP_NODELAY) so that calibration measures the loader,
 //! not this endpoint.
@@ -27,9 +30,11 @@ mod config;
 mod precise;
 mod server;
 mod stall;
+mod tls;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -39,6 +44,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 pub use config::{Stall, TargetConfig};
+pub use tls::TargetTls;
 
 /// After the drain, how long runtime threads get to wind down before being left behind.
 const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(200);
@@ -83,12 +89,13 @@ pub fn spawn(cfg: TargetConfig) -> anyhow::Result<TargetHandle> {
     let listener = rt.block_on(server::bind(cfg.listen))?;
     let addr = listener.local_addr().context("reading the target's bound address")?;
     let shaping = server::Shaping::new(&cfg, Instant::now());
+    let tls = cfg.tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("loader-target".into())
         .spawn(move || {
             // A dropped handle also closes the channel: either way, stop.
-            rt.block_on(server::serve_spawned(listener, shaping, async move {
+            rt.block_on(server::serve_spawned(listener, shaping, tls, async move {
                 let _ = stop_rx.await;
             }));
             rt.shutdown_timeout(RUNTIME_SHUTDOWN);
@@ -100,7 +107,7 @@ pub fn spawn(cfg: TargetConfig) -> anyhow::Result<TargetHandle> {
 /// Serve until SIGINT/SIGTERM (the `loader target` command).
 ///
 /// Prints exactly one line to stdout once listening, `loader target listening on
-/// http://ADDR` with the bound address, so scripts and tests can wait for it. On a signal it
+/// http://ADDR` (`https://` with `--tls`) with the bound address, so scripts and tests can wait for it. On a signal it
 /// stops accepting, lets requests in service finish (at most one second) and returns `Ok`.
 pub fn serve(cfg: TargetConfig) -> anyhow::Result<()> {
     let rt = server::runtime(cfg.threads)?;
@@ -112,12 +119,17 @@ pub fn serve(cfg: TargetConfig) -> anyhow::Result<()> {
         let listener = server::bind(cfg.listen).await?;
         let addr = listener.local_addr().context("reading the target's bound address")?;
         let shaping = server::Shaping::new(&cfg, Instant::now());
+        if let Some(t) = &cfg.tls {
+            t.write_out()?;
+        }
+        let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+        let tls = cfg.tls.as_ref().map(|t| tokio_rustls::TlsAcceptor::from(Arc::clone(&t.config)));
         let mut out = std::io::stdout().lock();
-        writeln!(out, "loader target listening on http://{addr}")
+        writeln!(out, "loader target listening on {scheme}://{addr}")
             .and_then(|()| out.flush())
             .context("printing the listening line")?;
         drop(out);
-        server::serve_spawned(listener, shaping, async move {
+        server::serve_spawned(listener, shaping, tls, async move {
             tokio::select! {
                 _ = terminate.recv() => {}
                 _ = interrupt.recv() => {}
@@ -144,6 +156,7 @@ mod tests {
             workers: None,
             stall: None,
             threads: 1,
+            tls: None,
         }
     }
 

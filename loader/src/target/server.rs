@@ -24,6 +24,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
 
 use super::{Stall, TargetConfig, precise, stall};
 
@@ -111,15 +112,21 @@ impl Shaping {
 pub(super) async fn serve_spawned(
     listener: TcpListener,
     shaping: Option<Arc<Shaping>>,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     // A panic in the accept loop was already printed; there is nothing left to serve.
-    let _ = tokio::spawn(serve(listener, shaping, shutdown)).await;
+    let _ = tokio::spawn(serve(listener, shaping, tls, shutdown)).await;
 }
 
 /// Accept and serve until `shutdown` resolves; then stop accepting, let connections finish
 /// the requests they are serving (at most [`DRAIN`]) and return.
-async fn serve(listener: TcpListener, shaping: Option<Arc<Shaping>>, shutdown: impl Future<Output = ()>) {
+async fn serve(
+    listener: TcpListener,
+    shaping: Option<Arc<Shaping>>,
+    tls: Option<TlsAcceptor>,
+    shutdown: impl Future<Output = ()>,
+) {
     let mut http = http1::Builder::new();
     // Keep-alive is hyper's default; said here because the calibration depends on it.
     // No header-read timeout: it would close idle pooled connections after 30 s and cost a
@@ -142,7 +149,7 @@ async fn serve(listener: TcpListener, shaping: Option<Arc<Shaping>>, shutdown: i
                 }
             },
         };
-        tokio::spawn(connection(stream, http.clone(), shaping.clone(), stop_rx.clone(), alive_tx.clone()));
+        tokio::spawn(connection(stream, tls.clone(), http.clone(), shaping.clone(), stop_rx.clone(), alive_tx.clone()));
     }
     drop(listener);
     let _ = stop_tx.send(());
@@ -153,15 +160,37 @@ async fn serve(listener: TcpListener, shaping: Option<Arc<Shaping>>, shutdown: i
 /// Serve one connection until the client closes it or shutdown is asked for.
 async fn connection(
     stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    http: http1::Builder,
+    shaping: Option<Arc<Shaping>>,
+    stop: watch::Receiver<()>,
+    alive: mpsc::Sender<()>,
+) {
+    // Small responses must not wait for Nagle.
+    let _ = stream.set_nodelay(true);
+    match tls {
+        None => serve_http(TokioIo::new(stream), http, shaping, stop, alive).await,
+        // A failed handshake (the client refused our certificate, say) ends the connection.
+        Some(tls) => {
+            if let Ok(stream) = tls.accept(stream).await {
+                serve_http(TokioIo::new(stream), http, shaping, stop, alive).await;
+            }
+        }
+    }
+}
+
+/// HTTP/1 over `io` (a TCP stream, or a TLS stream over one).
+async fn serve_http<I>(
+    io: TokioIo<I>,
     http: http1::Builder,
     shaping: Option<Arc<Shaping>>,
     mut stop: watch::Receiver<()>,
     _alive: mpsc::Sender<()>,
-) {
-    // Small responses must not wait for Nagle.
-    let _ = stream.set_nodelay(true);
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service = service_fn(move |req| answer(req, shaping.clone()));
-    let mut conn = pin!(http.serve_connection(TokioIo::new(stream), service));
+    let mut conn = pin!(http.serve_connection(io, service));
     tokio::select! {
         // Client errors (resets, malformed requests) end the connection; a load target has
         // no one to tell.

@@ -46,6 +46,7 @@ impl Target {
         let addr = line
             .trim_end()
             .strip_prefix("loader target listening on http://")
+            .or_else(|| line.trim_end().strip_prefix("loader target listening on https://"))
             .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
         target.addr = addr.parse().unwrap_or_else(|_| panic!("not an address: {addr:?}"));
         target
@@ -139,6 +140,7 @@ pub fn target_via(prefix: &[&str], listen: &str, flags: &[&str]) -> Target {
     let addr = line
         .trim_end()
         .strip_prefix("loader target listening on http://")
+        .or_else(|| line.trim_end().strip_prefix("loader target listening on https://"))
         .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
     target.addr = addr.parse().unwrap_or_else(|_| panic!("not an address: {addr:?}"));
     target

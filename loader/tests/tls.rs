@@ -1,0 +1,121 @@
+//! HTTPS end to end on loopback: `loader run` against `loader target --tls`.
+//!
+//! Each run is short and bounded; the target is a child process killed on drop.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Target, loader_run, out_dir, phase};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn https(t: &Target, host: &str) -> String {
+    format!("https://{host}:{}/", t.addr.port())
+}
+
+/// Issue 3's acceptance line: on a keep-alive run, handshakes equal the connections opened.
+#[test]
+fn keepalive_https_run_does_one_handshake_per_connection() {
+    let target = Target::start(&["--tls"]);
+    let url = https(&target, "127.0.0.1");
+    let out = out_dir("tls-keepalive");
+    let args = ["--url", &url, "--insecure", "--rate", "400", "--duration", "2s", "--connections", "8"];
+    let (output, summary) = loader_run(&[&args[..], &["--no-probes"]].concat(), &out, LIMIT);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("WARNING: --insecure"), "a loud warning: {stderr}");
+    let s = summary.expect("summary.json written");
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), u(&main["requests"]), "{main}");
+    let tls = &s["tls"];
+    assert_eq!(u(&tls["handshakes"]), u(&s["run"]["connections_opened"]), "{tls}");
+    assert_eq!(u(&tls["handshakes"]), 8, "one per pooled connection: {tls}");
+    assert_eq!(u(&tls["resumed"]), 0, "a fresh process has no session to resume: {tls}");
+    assert_eq!(u(&tls["failures"]), 0);
+    assert!(tls["handshake_ms"]["max"].as_f64().unwrap() > 0.0);
+    assert!(s["probes"]["tls_handshakes"].is_null(), "the uprobe's field stays the probe's");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("tls: 8 handshakes (0 resumed, 0 failed)"), "{stdout}");
+}
+
+/// Keep-alive off: a handshake per request, and sessions are resumed.
+#[test]
+fn no_keepalive_https_run_resumes_sessions() {
+    let target = Target::start(&["--tls"]);
+    let url = https(&target, "127.0.0.1");
+    let out = out_dir("tls-no-keepalive");
+    let args = ["--url", &url, "--insecure", "--no-keepalive", "--rate", "300", "--duration", "2s"];
+    let (_, summary) = loader_run(&[&args[..], &["--connections", "8", "--no-probes"]].concat(), &out, LIMIT);
+    let s = summary.expect("summary.json written");
+    let main = phase(&s, "main");
+    let requests = u(&main["requests"]);
+    assert_eq!(u(&main["ok"]), requests, "{main}");
+    let tls = &s["tls"];
+    let handshakes = u(&tls["handshakes"]);
+    assert_eq!(handshakes, u(&s["run"]["connections_opened"]), "{tls}");
+    assert_eq!(handshakes, requests, "one connection, so one handshake, per request: {tls}");
+    // Only the first pool's connections (opened together, before any ticket) are full.
+    assert!(u(&tls["resumed"]) >= handshakes - 8, "resumption works: {tls}");
+}
+
+/// Verification is on by default: a self-signed target is refused (class `connect`, with
+/// the reason), and accepted once its certificate is given with `--cacert`.
+#[test]
+fn certificates_are_verified_unless_told_otherwise() {
+    let dir = out_dir("tls-cacert");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pem = dir.join("target.pem");
+    let target = Target::start(&["--tls", "--write-cert", pem.to_str().unwrap()]);
+
+    let run = |name: &str, host: &str, extra: &[&str]| {
+        let url = https(&target, host);
+        let args = [&["--url", url.as_str(), "--rate", "50", "--duration", "1s", "--connections", "2"][..], extra];
+        loader_run(&[&args.concat()[..], &["--no-probes"]].concat(), &out_dir(name), LIMIT)
+    };
+
+    let (_, summary) = run("tls-verify-default", "127.0.0.1", &[]);
+    let s = summary.expect("summary.json written");
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["errors"]["connect"]), 50, "every request refused at the handshake: {main}");
+    assert_eq!(u(&main["ok"]), 0);
+    assert!(u(&s["tls"]["failures"]) >= 50, "{}", s["tls"]);
+    assert_eq!(u(&s["tls"]["handshakes"]), 0);
+    let why = s["tls"]["first_error"].as_str().expect("a reason");
+    assert!(why.contains("UnknownIssuer"), "{why}");
+
+    for (name, host) in [("tls-cacert-ip", "127.0.0.1"), ("tls-cacert-name", "localhost")] {
+        let (output, summary) = run(name, host, &["--cacert", pem.to_str().unwrap()]);
+        let s = summary.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+        let main = phase(&s, "main");
+        assert_eq!(u(&main["ok"]), 50, "{host}: {main} {}", s["tls"]);
+        assert_eq!(u(&s["tls"]["failures"]), 0);
+    }
+}
+
+#[test]
+fn tls_flags_are_checked_and_named() {
+    let out = out_dir("tls-bad");
+    for (args, key) in [
+        (vec!["--url", "http://127.0.0.1:1/", "--rate", "5", "--insecure"], "--insecure"),
+        (vec!["--url", "http://127.0.0.1:1/", "--rate", "5", "--cacert", "/nonexistent"], "--cacert"),
+        (vec!["--url", "https://127.0.0.1:1/", "--rate", "5", "--cacert", "/nonexistent"], "--cacert"),
+        (vec!["--url", "https://127.0.0.1:1/", "--rate", "5", "--cacert", "/x", "--insecure"], "--cacert"),
+    ] {
+        let (output, summary) = loader_run(&args, &out, Duration::from_secs(10));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.starts_with(&format!("loader: error: {key}:")), "{stderr}");
+        assert!(summary.is_none());
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
+        .args(["target", "--listen", "127.0.0.1:0", "--write-cert", "/tmp/x.pem"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "loader: error: --write-cert: needs --tls\n");
+}
