@@ -57,6 +57,9 @@ pub struct VerdictLimits {
     pub churn_ratio: f64,
     /// cgroup CPU throttling above this many ms per second of run invalidates it (10).
     pub throttled_ms_per_s: f64,
+    /// Sends more than 10 ms late with a connection free, above this percentage of a step's
+    /// sends, invalidate the run (0.1); fewer are noted.
+    pub late_sends_pct: f64,
 }
 
 impl Default for VerdictLimits {
@@ -72,6 +75,7 @@ impl Default for VerdictLimits {
             min_tail_samples: 100,
             churn_ratio: 2.0,
             throttled_ms_per_s: 10.0,
+            late_sends_pct: 0.1,
         }
     }
 }

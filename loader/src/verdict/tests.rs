@@ -67,6 +67,14 @@ fn late_sends_split_by_cause() {
     let v = judge(&s, &Limits::default());
     assert_eq!(v.trusted, Some(false));
     assert_eq!(codes(&v), ["late_sends"]);
+    // One isolated late send of 200 (0.5 %) still invalidates; of 2000 (0.05 %) it is noted.
+    s.phases[0].late = 1;
+    s.phases[0].late_unpooled = 1;
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(false));
+    s.phases[0].sent = 2000;
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["late_sends"]));
+    assert!(!v.reasons[0].invalidates);
     // Late only because the pool was exhausted by a stalled target → annotated, trusted.
     let mut s = clean();
     s.phases[0].late = 900;
@@ -118,4 +126,20 @@ fn churn_on_a_keepalive_run_is_annotated() {
     assert_eq!(codes(&v), ["connection_churn"]);
     s.run.keepalive = false;
     assert!(judge(&s, &Limits::default()).reasons.is_empty(), "no keep-alive: churn is the plan");
+}
+
+#[test]
+fn tls_handshakes_are_named_when_they_crowd_out_the_loader() {
+    let mut s = clean();
+    s.tls = Some(crate::report::summary::TlsSummary { handshakes: 200, resumed: 190, ..Default::default() });
+    // Handshakes on every request, but the loader had CPU to spare: nothing to say.
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
+    // The same with the loader short of CPU: the handshakes are named, on the loader side.
+    s.loader.cpu_p95 = Some(90.0);
+    let v = judge(&s, &Limits::default());
+    assert_eq!(codes(&v), ["loader_cpu", "tls_handshakes"]);
+    assert!(v.reasons[1].side == LOADER && v.reasons[1].invalidates);
+    // With connections reused (few handshakes), CPU trouble is not blamed on TLS.
+    s.tls = Some(crate::report::summary::TlsSummary { handshakes: 8, ..Default::default() });
+    assert_eq!(codes(&judge(&s, &Limits::default())), ["loader_cpu"]);
 }
