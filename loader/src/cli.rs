@@ -28,6 +28,48 @@ pub enum Command {
     Target(TargetArgs),
     /// Re-judge a saved run (its DIR/summary.json), e.g. with other limits.
     Verdict(VerdictArgs),
+    /// Measure this machine's own ceiling against the built-in target and write its
+    /// certificate (see docs/calibration.md).
+    Calibrate(CalibrateArgs),
+}
+
+/// Flags of `loader calibrate`.
+#[derive(Debug, Args, Clone)]
+pub struct CalibrateArgs {
+    /// Where to write the certificate (default: /var/lib/loader/certificates/ as root, else
+    /// $XDG_DATA_HOME/loader/certificates/; $LOADER_CERTIFICATE_DIR overrides both).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Keep-alive connections in the pool.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// Shard threads (default: the CPUs left after pinning the target to the last one).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Hold of each step.
+    #[arg(long, default_value = "3s")]
+    pub step_hold: String,
+    /// Rate of the first step, req/s; each next step is 1.25 × the previous.
+    #[arg(long, default_value_t = 5000.0)]
+    pub start_rate: f64,
+    /// Highest step rate: stepping stops past it (the result is then a lower bound).
+    #[arg(long, default_value_t = 1_000_000.0)]
+    pub max_rate: f64,
+    /// Do not load the eBPF probes (the run-queue figure is then missing).
+    #[arg(long)]
+    pub no_probes: bool,
+    /// Print one plain line per second instead of the live status line.
+    #[arg(long)]
+    pub plain: bool,
+    /// Test hook: the built-in target serves at most N requests at once.
+    #[arg(long, hide = true)]
+    pub target_workers: Option<usize>,
+    /// Test hook: the built-in target delays each response (e.g. 1ms).
+    #[arg(long, hide = true)]
+    pub target_delay: Option<String>,
+    /// Runtime threads of the built-in target (default 1; each one takes a core from the loader).
+    #[arg(long, default_value_t = 1)]
+    pub target_threads: usize,
 }
 
 /// Flags of `loader verdict`.
@@ -150,6 +192,12 @@ pub struct RunArgs {
     /// Close each connection after its response (from the loader's side) instead of reusing it.
     #[arg(long)]
     pub no_keepalive: bool,
+    /// https: do not verify the server's certificate (for self-signed test targets only).
+    #[arg(long)]
+    pub insecure: bool,
+    /// https: trust the CA certificates in this PEM file instead of the Mozilla roots.
+    #[arg(long)]
+    pub cacert: Option<PathBuf>,
     /// Do not load the eBPF probes.
     #[arg(long)]
     pub no_probes: bool,
@@ -167,6 +215,10 @@ pub struct RunArgs {
     /// Print one plain line per second instead of the live status line.
     #[arg(long)]
     pub plain: bool,
+    /// Certificate to compare the run with (default: the newest one of this machine; see
+    /// docs/calibration.md).
+    #[arg(long)]
+    pub certificate: Option<PathBuf>,
 }
 
 /// Flags of `loader target`.
@@ -187,4 +239,18 @@ pub struct TargetArgs {
     /// Runtime threads serving connections (default 1).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Serve HTTPS (TLS 1.2/1.3 by rustls), by default with a fresh self-signed certificate
+    /// for localhost, 127.0.0.1 and ::1.
+    #[arg(long)]
+    pub tls: bool,
+    /// With --tls: the certificate chain to serve (PEM) instead of a self-signed one.
+    #[arg(long, requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// With --tls and --cert: the certificate's private key (PEM).
+    #[arg(long, requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// With --tls: write the served certificate (PEM) to this file before listening, for
+    /// `loader run --cacert FILE`.
+    #[arg(long)]
+    pub write_cert: Option<PathBuf>,
 }

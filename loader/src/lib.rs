@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod analysis;
+pub mod calibrate;
 pub mod cli;
 pub mod engine;
 pub mod error;

@@ -41,6 +41,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         }
         Command::Run(args) => run_load(&args),
         Command::Verdict(args) => rejudge(&args),
+        Command::Calibrate(args) => crate::calibrate::calibrate(&args),
     }
 }
 
@@ -67,7 +68,16 @@ fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
         limits.time_wait = v;
     }
     summary.verdict = verdict::judge(&summary, &limits);
-    let criteria = Criteria::default();
+    // The steps are judged again against the criteria the run was judged with.
+    let criteria = summary.analysis.criteria.as_ref().map_or_else(Criteria::default, |c| Criteria {
+        p95_ms: c.p95_ms,
+        p99_ms: c.p99_ms,
+        error_budget: c.error_budget,
+        goodput_min: c.goodput_min,
+        late_max: c.late_max,
+        dropped_max: c.dropped_max,
+        ..Criteria::default()
+    });
     let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
     analysis::annotate(&mut summary, &analysis);
     summary.analysis.criteria = Some(criteria.summarize());
@@ -108,6 +118,7 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
                 workers: None,
                 stall: None,
                 threads: 1,
+                tls: None,
             };
             Some(target::spawn(cfg).context("cannot start the built-in target")?)
         }
@@ -132,6 +143,8 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
         signal_hook::flag::register(sig, Arc::clone(&interrupted)).context("cannot install signal handler")?;
     }
 
+    // This machine's certificate (or --certificate): one stderr line when missing or foreign.
+    let certified = crate::calibrate::for_run(args.certificate.as_deref())?;
     let preflight = match args.preflight.as_deref() {
         Some(text) => crate::scenario::parse_duration("--preflight", text)?,
         None => Duration::from_secs(2),
@@ -144,7 +157,8 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
         if repeat > 1 {
             println!("\nloader: run {k} of {repeat}");
         }
-        let (summary, analysis) = run_once(&plan, &dir, &interrupted, preflight, &mut privileges, k == repeat)?;
+        let (summary, analysis) =
+            run_once(&plan, &dir, &interrupted, preflight, &mut privileges, k == repeat, certified.certified.as_ref())?;
         let stop = summary.interrupted;
         runs.push((dir, summary, analysis));
         if stop {
@@ -157,6 +171,9 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
         t.stop();
     }
 
+    if let Some(note) = &certified.note {
+        eprintln!("{note}");
+    }
     let (_, last, _) = runs.last().expect("at least one run");
     let mut combined = last.clone();
     if repeat > 1 || plan.capacity.peak.is_some() {
@@ -202,6 +219,7 @@ fn run_once(
     preflight: Duration,
     privileges: &mut Privileges,
     last_run: bool,
+    certificate: Option<&crate::calibrate::Certified>,
 ) -> anyhow::Result<(summary::Summary, analysis::Analysis)> {
     // Before the probes attach, so these sleeping threads are not counted as the run's.
     let noise = (!preflight.is_zero()).then(|| {
@@ -217,7 +235,7 @@ fn run_once(
         }
         p
     });
-    let (mut probes, probe_reason) = if plan.probes {
+    let (probes, probe_reason) = if plan.probes {
         match Probes::start(std::process::id()) {
             Ok(p) => (Some(p), None),
             Err(e) => {
@@ -248,6 +266,30 @@ fn run_once(
         plan.target.url
     );
 
+    let (mut summary, analysis) = measure(plan, interrupted, probes, probe_reason, certificate, Some(dir))?;
+    summary.preflight = noise;
+    print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
+    if plan.phases.iter().filter(|p| p.kind == PhaseKind::Hold).count() > 1 {
+        print!("\n{}", analysis::render_steps(&summary.phases, &summary.series, &analysis));
+    }
+    let path = dir.join("summary.json");
+    write_json(&path, &summary)?;
+    println!("summary: {}", path.display());
+    Ok((summary, analysis))
+}
+
+/// The measuring core that `run` and `calibrate` share: shards, merge, summary, verdict and
+/// analysis, printing only the live progress. `probes` (already attached) are read and
+/// dropped here; `certificate` fills `summary.loader.certificate` before the verdict; the
+/// HDR interval log goes to `hlog_dir` when given.
+pub(crate) fn measure(
+    plan: &Plan,
+    interrupted: &Arc<AtomicBool>,
+    mut probes: Option<Probes>,
+    probe_reason: Option<String>,
+    certificate: Option<&crate::calibrate::Certified>,
+    hlog_dir: Option<&Path>,
+) -> anyhow::Result<(summary::Summary, analysis::Analysis)> {
     let stop = Arc::new(AtomicBool::new(false));
     let started_at = rfc3339(SystemTime::now());
     let run = execute(plan, &stop, interrupted, probes.as_mut())?;
@@ -266,7 +308,7 @@ fn run_once(
         health: run.health.clone(),
     });
     summary.analysis.emergency_stop = run.emergency_stop.clone();
-    summary.preflight = noise;
+    summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
     summary.verdict = verdict::judge(&summary, &plan.verdict);
     let criteria = Criteria { tail_samples_min: plan.verdict.min_tail_samples, ..Criteria::from(&plan.slo) };
     let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
@@ -276,15 +318,10 @@ fn run_once(
     if plan.profile_kind() == crate::scenario::ProfileKind::Soak {
         summary.analysis.soak = Some(analysis::profiles::soak(&summary));
     }
-    print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
-    if plan.phases.iter().filter(|p| p.kind == PhaseKind::Hold).count() > 1 {
-        print!("\n{}", analysis::render_steps(&summary.phases, &summary.series, &analysis));
+    if let Some(dir) = hlog_dir {
+        crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started)
+            .context("cannot write the HDR interval log")?;
     }
-    crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started)
-        .context("cannot write the HDR interval log")?;
-    let path = dir.join("summary.json");
-    write_json(&path, &summary)?;
-    println!("summary: {}", path.display());
     Ok((summary, analysis))
 }
 
@@ -354,6 +391,16 @@ fn execute(
         mix: plan.mix(),
     });
     let peak_rate = plan.peak_rate();
+    // One TLS client per run: its session cache is shared by every shard (resumption).
+    let tls = match &plan.target.tls {
+        Some(t) => {
+            if t.verify == engine::tls::Verify::Insecure {
+                eprintln!("loader: WARNING: --insecure: the server's certificate is NOT verified");
+            }
+            Some(engine::tls::TlsClient::new(t.server_name.clone(), &t.verify).context("--cacert")?)
+        }
+        None => None,
+    };
     let mut lives = Vec::new();
     let mut handles = Vec::new();
     for shard in 0..plan.threads {
@@ -373,6 +420,7 @@ fn execute(
             live,
             seconds,
             wake_window: plan.wake_window.unwrap_or_else(|| engine::wake_window(peak_rate / plan.threads as f64)),
+            tls: tls.clone(),
         };
         let handle = thread::Builder::new()
             .name(format!("loader-shard-{shard}"))
@@ -615,7 +663,7 @@ fn probe_summary(probes: Option<&Probes>, reason: Option<String>) -> ProbeSummar
     }
 }
 
-fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value).context("cannot encode summary")?;
     fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
@@ -626,7 +674,7 @@ fn default_out_dir() -> PathBuf {
 }
 
 /// UTC time as RFC 3339 (`2026-11-30T08:16:33Z`), without a date crate.
-fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     let secs = t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil-from-days (Howard Hinnant's algorithm).
@@ -651,7 +699,7 @@ fn proc_status_mib(key: &str) -> Option<f64> {
 }
 
 /// Let the pool use every descriptor the hard limit allows.
-fn raise_nofile_limit() {
+pub(crate) fn raise_nofile_limit() {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit with a valid struct.
     unsafe {

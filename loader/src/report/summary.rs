@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::health::{HealthPeaks, HealthSample};
 use crate::probes::ProbeSample;
-use crate::record::{ErrorClass, PhaseRecord, ShardRecord};
+use crate::record::{ErrorClass, PhaseRecord, ShardRecord, TlsRecord};
 use crate::scenario::Plan;
 
 /// Schema name written in every summary.
@@ -47,6 +47,10 @@ pub struct Summary {
     pub capacity: Option<CapacitySummary>,
     /// What the kernel probes saw.
     pub probes: ProbeSummary,
+    /// TLS handshakes as the engine counted them (null for an http target). The uprobe's
+    /// own count is `probes.tls_handshakes`.
+    #[serde(default)]
+    pub tls: Option<TlsSummary>,
     /// Loader-side health.
     pub loader: LoaderSummary,
     /// The `/proc` and cgroup view of the load machine, per second and at its peaks.
@@ -320,6 +324,33 @@ pub struct ConnectMs {
     pub failed: u64,
 }
 
+/// TLS handshakes of an https run, counted by the engine itself.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TlsSummary {
+    /// Handshakes completed (one per connection opened, when none failed).
+    pub handshakes: u64,
+    /// Of those, resumed from an earlier session (ticket or session id).
+    pub resumed: u64,
+    /// Handshakes that failed (certificate rejected, alert, closed, timed out); their
+    /// requests are counted in `errors.connect` (or `timeout`).
+    pub failures: u64,
+    /// Why the first failed handshake failed.
+    pub first_error: Option<String>,
+    /// TCP connect done → handshake done.
+    pub handshake_ms: HandshakeMs,
+}
+
+/// Handshake durations.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HandshakeMs {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
 /// Resets by side.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Resets {
@@ -469,6 +500,17 @@ fn send_lag(h: &Histogram<u64>) -> SendLagMs {
     SendLagMs { p50: q(0.5), p99: q(0.99), max: if h.is_empty() { 0.0 } else { ms(h.max()) } }
 }
 
+fn tls(t: &TlsRecord) -> TlsSummary {
+    let lag = send_lag(&t.handshake);
+    TlsSummary {
+        handshakes: t.handshakes,
+        resumed: t.resumed,
+        failures: t.failures,
+        first_error: t.first_error.clone(),
+        handshake_ms: HandshakeMs { p50: lag.p50, p99: lag.p99, max: lag.max },
+    }
+}
+
 fn errors(p: &PhaseRecord) -> BTreeMap<String, u64> {
     ErrorClass::ALL.iter().map(|&c| (c.as_str().to_string(), p.error(c))).collect()
 }
@@ -579,6 +621,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         capacity: None,
         preflight: None,
         probes: inp.probes.clone(),
+        tls: plan.target.tls.is_some().then(|| tls(&rec.tls)),
         loader: LoaderSummary {
             cpu_p95,
             cpu_max,
@@ -690,6 +733,7 @@ mod tests {
         ] {
             assert!(v["probes"].get(key).is_some(), "probes field {key}");
         }
+        assert!(v["tls"].is_null(), "http run: no tls section");
         assert_eq!(v["loader"]["cpu_max"], 30.0);
         assert!(v["loader"].get("certificate").is_some());
     }

@@ -85,8 +85,30 @@ pub fn render(s: &Summary) -> String {
         r.elapsed_s,
         if s.interrupted { " — INTERRUPTED, partial results" } else { "" }
     );
+    if let Some(t) = &s.tls {
+        let _ = write!(
+            out,
+            "tls: {} handshakes ({} resumed, {} failed), handshake p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
+            t.handshakes, t.resumed, t.failures, t.handshake_ms.p50, t.handshake_ms.p99, t.handshake_ms.max
+        );
+        match &t.first_error {
+            Some(e) => {
+                let _ = writeln!(out, "; first failure: {e}");
+            }
+            None => out.push('\n'),
+        }
+    }
     if let (Some(p95), Some(max)) = (s.loader.cpu_p95, s.loader.cpu_max) {
         let _ = writeln!(out, "loader shard CPU p95 {p95:.0}% max {max:.0}% (per shard core)");
+    }
+    if let Some(c) = &s.loader.certificate {
+        let _ = writeln!(
+            out,
+            "certificate: the highest step sent {:.0}% of this machine's certified ceiling of {:.0} req/s (achieved/ceiling {:.2})",
+            c.ratio * 100.0,
+            c.ceiling_rps,
+            c.ratio
+        );
     }
     if let (Some(start), Some(end), Some(peak)) = (s.loader.rss_mib_start, s.loader.rss_mib_end, s.loader.rss_mib_peak)
     {

@@ -1,0 +1,358 @@
+//! Pure: who failed first at each calibration step, and what that makes the certificate.
+//!
+//! A step's figures ([`StepFigures`]) come from the run's summary (see `steps.rs`); this file
+//! only judges them. The loader fails a step when it stops keeping its own schedule (late
+//! sends while a connection was free, CPU, run-queue delay); the target fails a step when
+//! goodput falls behind the offered rate while the loader is on time (requests waiting for a
+//! busy connection, errors). Loader evidence wins inside one step: a late loader reads
+//! responses late too, which makes the target look slow, never the other way round.
+//!
+//! It does not read `/proc`, probes or files, and it does not decide the step rates.
+
+use serde::{Deserialize, Serialize};
+
+/// Shard CPU p95 above which the loader is out of headroom, percent of one core per shard.
+/// Higher than the verdict's 70 %: calibration looks for the edge, the verdict keeps a margin.
+pub const CPU_P95_LIMIT_PCT: f64 = 90.0;
+/// Send-lag p99 above which late sends with free connections mean the loader fell behind, ms.
+pub const SEND_LAG_LIMIT_MS: f64 = 5.0;
+/// Share of a step's sends that may leave > 10 ms late with a connection free before the
+/// loader counts as behind. Not zero: one scheduler hiccup in a 3 s hold must not move the
+/// ceiling by a whole step (that would break repeatability for no loader-side reason).
+pub const LATE_UNPOOLED_SHARE: f64 = 0.001;
+/// Share of a step's sends that may wait > 10 ms for a busy connection before the target
+/// counts as saturated.
+pub const POOL_LATE_SHARE: f64 = 0.01;
+/// Goodput (ok/s ÷ offered/s) below which the step fell behind.
+pub const GOODPUT_MIN: f64 = 0.95;
+/// Share of a step's requests that may fail before the target counts as failing.
+pub const ERROR_SHARE: f64 = 0.001;
+
+/// What one step measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepFigures {
+    /// Step name (`step 3`).
+    pub step: String,
+    /// Offered rate, req/s.
+    pub offered_rps: f64,
+    /// Achieved send rate, req/s.
+    pub sent_rps: f64,
+    /// Responses 2xx/3xx per second.
+    pub ok_rps: f64,
+    /// Requests sent in the step.
+    pub sent: u64,
+    /// Failed requests of the step, all classes.
+    pub errors: u64,
+    /// Sends more than 10 ms late while a connection was free (the loader's lateness).
+    pub late_unpooled: u64,
+    /// Sends more than 10 ms late because every connection was busy (the target's).
+    pub late_pooled: u64,
+    /// Send lag p99, ms.
+    pub send_lag_p99_ms: f64,
+    /// Shard CPU p95 over the step's settled seconds, percent of one core per shard.
+    pub cpu_p95: Option<f64>,
+    /// Run-queue delay of loader threads over the settled seconds: the lower median of the
+    /// per-second p99s, µs.
+    pub runqueue_p99_us: Option<f64>,
+    /// Highest live TIME_WAIT count (host-wide) during the step.
+    pub time_wait_max: Option<u64>,
+    /// Highest share of the ephemeral port range in use during the step.
+    pub ephemeral_ports_max_ratio: Option<f64>,
+}
+
+/// Which side a step's evidence points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// Nobody failed: the loader kept its schedule and the target kept up.
+    Ok,
+    /// The loader stopped keeping its schedule.
+    Loader,
+    /// The target saturated while the loader was on time.
+    Target,
+}
+
+/// One judged step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepCall {
+    /// The figures.
+    #[serde(flatten)]
+    pub figures: StepFigures,
+    /// Who failed, if anyone.
+    pub side: Side,
+    /// Why, one sentence per piece of evidence.
+    pub why: Vec<String>,
+}
+
+/// Judge one step against the limits above and `runqueue_limit_ms` (the verdict's).
+pub fn judge_step(f: &StepFigures, runqueue_limit_ms: f64) -> StepCall {
+    let mut loader = Vec::new();
+    let sent = f.sent.max(1) as f64;
+    if f.late_unpooled as f64 > (LATE_UNPOOLED_SHARE * sent).max(1.0) {
+        loader.push(format!("{} sends left > 10 ms late with a connection free", f.late_unpooled));
+    }
+    if f.send_lag_p99_ms > SEND_LAG_LIMIT_MS && f.late_unpooled > 0 && f.late_unpooled >= f.late_pooled {
+        loader.push(format!(
+            "send lag p99 {:.1} ms above {SEND_LAG_LIMIT_MS} ms with connections free",
+            f.send_lag_p99_ms
+        ));
+    }
+    if let Some(cpu) = f.cpu_p95
+        && cpu > CPU_P95_LIMIT_PCT
+    {
+        loader.push(format!("shard CPU p95 {cpu:.0}% above {CPU_P95_LIMIT_PCT:.0}%"));
+    }
+    if let Some(rq) = f.runqueue_p99_us
+        && rq / 1000.0 > runqueue_limit_ms
+    {
+        loader.push(format!("run-queue delay p99 {:.2} ms above {runqueue_limit_ms} ms", rq / 1000.0));
+    }
+    if !loader.is_empty() {
+        return StepCall { figures: f.clone(), side: Side::Loader, why: loader };
+    }
+    let mut target = Vec::new();
+    if f.offered_rps > 0.0 && f.ok_rps < GOODPUT_MIN * f.offered_rps {
+        target.push(format!(
+            "ok {:.0}/s below {:.0}% of the offered {:.0}/s",
+            f.ok_rps,
+            GOODPUT_MIN * 100.0,
+            f.offered_rps
+        ));
+    }
+    if f.late_pooled as f64 > POOL_LATE_SHARE * sent {
+        target.push(format!("{} sends waited > 10 ms for a busy connection (pool exhausted)", f.late_pooled));
+    }
+    if f.errors > 0 && f.errors as f64 > ERROR_SHARE * sent {
+        target.push(format!("{} requests failed", f.errors));
+    }
+    let side = if target.is_empty() { Side::Ok } else { Side::Target };
+    StepCall { figures: f.clone(), side, why: target }
+}
+
+/// What limited the calibration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitedBy {
+    /// The loader stopped keeping its schedule: the figure is its ceiling.
+    Loader,
+    /// The target saturated first: the figure is only a lower bound of the loader's ceiling.
+    Target,
+    /// Every step up to `--max-rate` passed: the figure is a lower bound.
+    MaxRate,
+}
+
+/// The outcome of a calibration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// What stopped the stepping.
+    pub limited_by: LimitedBy,
+    /// Index of the last step where the loader kept its schedule and the target kept up.
+    pub last_good: Option<usize>,
+    /// Index of the step that failed, if one did.
+    pub failed: Option<usize>,
+}
+
+impl Finding {
+    /// The certified ceiling: only when the loader itself was the limit.
+    pub fn ceiling_rps(&self, calls: &[StepCall]) -> Option<f64> {
+        match self.limited_by {
+            LimitedBy::Loader => self.last_good.map(|i| calls[i].figures.sent_rps),
+            _ => None,
+        }
+    }
+
+    /// The figure the loader provably reached, when it is not a ceiling.
+    pub fn lower_bound_rps(&self, calls: &[StepCall]) -> Option<f64> {
+        match self.limited_by {
+            LimitedBy::Loader => None,
+            _ => self.last_good.map(|i| calls[i].figures.sent_rps),
+        }
+    }
+}
+
+/// The first *confirmed* failed step decides; the ceiling (or lower bound) is the step before
+/// it. A failure is confirmed when the next step fails too (or there is none): a step that
+/// fails and is followed by a higher step that passes was a blip — a neighbour's burst, a
+/// target hiccup — not a limit, since the higher step shows the loader kept its schedule.
+pub fn find(calls: &[StepCall]) -> Finding {
+    let confirmed = |i: usize| calls.get(i + 1).is_none_or(|next| next.side != Side::Ok);
+    match (0..calls.len()).find(|&i| calls[i].side != Side::Ok && confirmed(i)) {
+        Some(i) => Finding {
+            limited_by: if calls[i].side == Side::Loader { LimitedBy::Loader } else { LimitedBy::Target },
+            last_good: i.checked_sub(1),
+            failed: Some(i),
+        },
+        None => Finding { limited_by: LimitedBy::MaxRate, last_good: calls.len().checked_sub(1), failed: None },
+    }
+}
+
+/// Rates of the refining pass: ×`factor` from the last good step's rate, below the first failed
+/// one's. Empty when there is nothing to refine (no failure, or the first step failed).
+pub fn refine_rates(coarse: &[StepCall], factor: f64) -> Vec<f64> {
+    let f = find(coarse);
+    let (Some(good), Some(bad)) = (f.last_good, f.failed) else { return Vec::new() };
+    let (from, to) = (coarse[good].figures.offered_rps, coarse[bad].figures.offered_rps);
+    step_rates(from * factor, factor, to).into_iter().filter(|r| *r < to).collect()
+}
+
+/// Coarse steps up to the last good one, the refining steps up to their first failure, then
+/// (when none failed) the coarse failure: one increasing sequence for [`find`].
+pub fn splice(coarse: &[StepCall], fine: &[StepCall]) -> Vec<StepCall> {
+    let f = find(coarse);
+    let (Some(good), Some(bad)) = (f.last_good, f.failed) else { return coarse.to_vec() };
+    let mut all = coarse[..=good].to_vec();
+    let stop = find(fine).failed;
+    all.extend(fine.iter().take(stop.map_or(fine.len(), |i| i + 1)).cloned());
+    if stop.is_none() {
+        all.push(coarse[bad].clone());
+    }
+    all
+}
+
+/// Geometric step rates: `start`, `start × factor`, … up to `max` (rounded to whole req/s).
+pub fn step_rates(start: f64, factor: f64, max: f64) -> Vec<f64> {
+    let mut rates = Vec::new();
+    let mut r = start;
+    while r <= max * (1.0 + 1e-9) && rates.len() < 200 {
+        rates.push(r.round());
+        r *= factor;
+    }
+    rates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_time(rate: f64) -> StepFigures {
+        StepFigures {
+            step: format!("step {rate}"),
+            offered_rps: rate,
+            sent_rps: rate,
+            ok_rps: rate,
+            sent: (rate * 3.0) as u64,
+            send_lag_p99_ms: 0.5,
+            cpu_p95: Some(40.0),
+            runqueue_p99_us: Some(50.0),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_on_time_step_passes() {
+        assert_eq!(judge_step(&on_time(1000.0), 1.0).side, Side::Ok);
+    }
+
+    #[test]
+    fn late_sends_with_free_connections_are_the_loaders() {
+        let f = StepFigures { late_unpooled: 100, send_lag_p99_ms: 20.0, ..on_time(10_000.0) };
+        let c = judge_step(&f, 1.0);
+        assert_eq!(c.side, Side::Loader);
+        assert_eq!(c.why.len(), 2, "{:?}", c.why);
+    }
+
+    #[test]
+    fn one_late_send_is_a_hiccup_not_a_ceiling() {
+        let f = StepFigures { late_unpooled: 2, ..on_time(10_000.0) };
+        assert_eq!(judge_step(&f, 1.0).side, Side::Ok);
+    }
+
+    #[test]
+    fn cpu_and_run_queue_are_the_loaders() {
+        assert_eq!(judge_step(&StepFigures { cpu_p95: Some(95.0), ..on_time(1.0e4) }, 1.0).side, Side::Loader);
+        assert_eq!(
+            judge_step(&StepFigures { runqueue_p99_us: Some(2000.0), ..on_time(1.0e4) }, 1.0).side,
+            Side::Loader
+        );
+    }
+
+    #[test]
+    fn pool_waits_and_lost_goodput_are_the_targets() {
+        let f = StepFigures { late_pooled: 3000, send_lag_p99_ms: 30.0, ..on_time(10_000.0) };
+        assert_eq!(judge_step(&f, 1.0).side, Side::Target);
+        let f = StepFigures { ok_rps: 800.0, ..on_time(1000.0) };
+        assert_eq!(judge_step(&f, 1.0).side, Side::Target);
+    }
+
+    #[test]
+    fn loader_evidence_wins_inside_one_step() {
+        let f = StepFigures { late_pooled: 3000, cpu_p95: Some(99.0), ok_rps: 5000.0, ..on_time(10_000.0) };
+        assert_eq!(judge_step(&f, 1.0).side, Side::Loader);
+    }
+
+    #[test]
+    fn a_target_limit_certifies_no_ceiling() {
+        let calls: Vec<_> = [on_time(1000.0), on_time(1250.0), StepFigures { ok_rps: 900.0, ..on_time(1562.0) }]
+            .iter()
+            .map(|f| judge_step(f, 1.0))
+            .collect();
+        let f = find(&calls);
+        assert_eq!(f.limited_by, LimitedBy::Target);
+        assert_eq!(f.ceiling_rps(&calls), None);
+        assert_eq!(f.lower_bound_rps(&calls), Some(1250.0));
+    }
+
+    #[test]
+    fn a_loader_limit_is_the_ceiling() {
+        let calls: Vec<_> = [on_time(1000.0), StepFigures { cpu_p95: Some(97.0), ..on_time(1250.0) }]
+            .iter()
+            .map(|f| judge_step(f, 1.0))
+            .collect();
+        let f = find(&calls);
+        assert_eq!(f.limited_by, LimitedBy::Loader);
+        assert_eq!(f.ceiling_rps(&calls), Some(1000.0));
+        assert_eq!(f.lower_bound_rps(&calls), None);
+    }
+
+    #[test]
+    fn a_failure_the_next_step_does_not_repeat_is_a_blip() {
+        let calls: Vec<_> = [
+            on_time(1000.0),
+            StepFigures { late_pooled: 500, ..on_time(1250.0) },
+            on_time(1563.0),
+            StepFigures { runqueue_p99_us: Some(1500.0), ..on_time(1953.0) },
+            StepFigures { cpu_p95: Some(99.0), ..on_time(2441.0) },
+        ]
+        .iter()
+        .map(|f| judge_step(f, 1.0))
+        .collect();
+        assert_eq!(calls[1].side, Side::Target, "still shown as failed");
+        let f = find(&calls);
+        assert_eq!(f.limited_by, LimitedBy::Loader);
+        assert_eq!(f.ceiling_rps(&calls), Some(1563.0));
+    }
+
+    #[test]
+    fn every_step_passing_is_a_lower_bound() {
+        let calls: Vec<_> = [on_time(1000.0), on_time(1250.0)].iter().map(|f| judge_step(f, 1.0)).collect();
+        let f = find(&calls);
+        assert_eq!(f.limited_by, LimitedBy::MaxRate);
+        assert_eq!(f.lower_bound_rps(&calls), Some(1250.0));
+    }
+
+    #[test]
+    fn refining_lands_between_the_last_good_and_the_failed_step() {
+        let coarse: Vec<_> = [on_time(1000.0), StepFigures { ok_rps: 900.0, ..on_time(1250.0) }]
+            .iter()
+            .map(|f| judge_step(f, 1.0))
+            .collect();
+        assert_eq!(refine_rates(&coarse, 1.05), vec![1050.0, 1103.0, 1158.0, 1216.0]);
+        let fine: Vec<_> = [on_time(1050.0), on_time(1103.0), StepFigures { ok_rps: 900.0, ..on_time(1158.0) }]
+            .iter()
+            .map(|f| judge_step(f, 1.0))
+            .collect();
+        let all = splice(&coarse, &fine);
+        let rates: Vec<f64> = all.iter().map(|c| c.figures.offered_rps).collect();
+        assert_eq!(rates, vec![1000.0, 1050.0, 1103.0, 1158.0]);
+        assert_eq!(find(&all).lower_bound_rps(&all), Some(1103.0));
+        // Every refining step passed: the coarse failure still closes the sequence.
+        let all = splice(&coarse, &fine[..2]);
+        assert_eq!(find(&all).failed.map(|i| all[i].figures.offered_rps), Some(1250.0));
+    }
+
+    #[test]
+    fn rates_grow_geometrically_up_to_the_max() {
+        assert_eq!(step_rates(1000.0, 1.25, 2000.0), vec![1000.0, 1250.0, 1563.0, 1953.0]);
+        assert!(step_rates(3000.0, 1.25, 2000.0).is_empty());
+    }
+}

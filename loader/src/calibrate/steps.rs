@@ -1,0 +1,108 @@
+//! Pure: cut a finished calibration run's summary into per-step figures for `judge.rs`.
+//!
+//! The run is one step plan, so the run-wide figures (CPU p95, run-queue p99) would mix every
+//! step; the per-second series are cut by each step's window instead. The first second of a
+//! step is left out of the per-second figures: it still carries the previous step's tail.
+//! Run-queue delay counts when it is sustained over the step (median of the per-second p99s).
+//! Index `t` of every per-second series covers `[t, t + 1)` seconds of the run; a health
+//! sample's `t` names the end of the second it covers.
+
+use super::judge::StepFigures;
+use crate::report::summary::Summary;
+
+/// Figures of every hold phase, in order.
+pub fn figures(s: &Summary) -> Vec<StepFigures> {
+    s.phases
+        .iter()
+        .filter(|p| p.kind == "hold")
+        .map(|p| {
+            let from = p.start_s.floor() as usize;
+            let to = (p.start_s + p.duration_s).ceil() as usize;
+            let cpu = settled(&s.series, from, to, |x| x.cpu);
+            // Sustained, not the worst second: the lower median of the per-second p99s, so one
+            // second of a neighbour's burst does not set the machine's ceiling.
+            let rq = lower_median(&settled(&s.probes.series, from, to, |x| x.runqueue_p99_us));
+            let health = s.health.series.iter().filter(|h| (h.t as usize) > from && (h.t as usize) <= to);
+            let probe_seconds = window(&s.probes.series, from..to);
+            let tw = health
+                .clone()
+                .filter_map(|h| h.sockstat.as_ref().map(|x| x.tw))
+                .chain(probe_seconds.iter().filter_map(|x| x.time_wait_live))
+                .max();
+            let ports = probe_seconds
+                .iter()
+                .filter_map(|x| x.ephemeral_ports_ratio)
+                .chain(health.filter_map(|h| Some(h.ephemeral_ports? as f64 / h.ephemeral_range?.max(1) as f64)))
+                .fold(None, max_f);
+            StepFigures {
+                step: p.name.clone(),
+                offered_rps: p.offered_rps,
+                sent_rps: p.sent_rps,
+                ok_rps: p.ok_rps,
+                sent: p.sent,
+                errors: p.errors.values().sum(),
+                late_unpooled: p.late_unpooled,
+                late_pooled: p.late.saturating_sub(p.late_unpooled),
+                send_lag_p99_ms: p.send_lag_ms.p99,
+                cpu_p95: p95(&cpu),
+                runqueue_p99_us: rq,
+                time_wait_max: tw,
+                ephemeral_ports_max_ratio: ports.map(|r| (r * 10_000.0).round() / 10_000.0),
+            }
+        })
+        .collect()
+}
+
+/// The part of a per-second series inside `r` (clamped to what was sampled).
+fn window<T>(v: &[T], r: std::ops::Range<usize>) -> &[T] {
+    &v[r.start.min(v.len())..r.end.min(v.len())]
+}
+
+/// A figure over the step's seconds after its first; over all of them when that leaves none
+/// (a one-second hold, or the run's last second, which may end before its sample is taken).
+fn settled<T>(v: &[T], from: usize, to: usize, figure: impl Fn(&T) -> Option<f64>) -> Vec<f64> {
+    let rest: Vec<f64> = window(v, from + 1..to).iter().filter_map(&figure).collect();
+    if rest.is_empty() { window(v, from..to).iter().filter_map(&figure).collect() } else { rest }
+}
+
+fn max_f(m: Option<f64>, x: f64) -> Option<f64> {
+    Some(m.map_or(x, |m| m.max(x)))
+}
+
+/// The lower median (of two values, the smaller).
+fn lower_median(xs: &[f64]) -> Option<f64> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len().saturating_sub(1) / 2).copied()
+}
+
+/// Nearest-rank 95th percentile.
+fn p95(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((0.95 * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lower_median_ignores_one_bad_second() {
+        assert_eq!(lower_median(&[]), None);
+        assert_eq!(lower_median(&[100.0, 3000.0]), Some(100.0));
+        assert_eq!(lower_median(&[100.0, 3000.0, 200.0]), Some(200.0));
+    }
+
+    #[test]
+    fn p95_is_nearest_rank() {
+        assert_eq!(p95(&[]), None);
+        assert_eq!(p95(&[3.0]), Some(3.0));
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(p95(&v), Some(19.0));
+    }
+}

@@ -1,0 +1,233 @@
+//! `loader calibrate` and the certificate end to end: the real binary on loopback.
+//!
+//! Issue 5's acceptance: a run at 80 % of a certified ceiling carries `cert_ceiling` and one
+//! at 40 % does not (hand-written certificates of a known ceiling, so the check does not
+//! depend on this machine's speed); a target-limited calibration says so and certifies no
+//! ceiling; a calibration writes a certificate `run` then finds by fingerprint. Each test is
+//! bounded by short holds and `--max-rate`. They need root for the probes only where noted.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::{Target, loader_run_via, out_dir, wait_bounded};
+use serde_json::{Value, json};
+
+/// One calibration or run at a time: on a 2-core machine two side by side would make each
+/// other late.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn calibrate(args: &[&str], env: &[(&str, &Path)], limit: Duration) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_loader"))
+        .arg("calibrate")
+        .args(args)
+        .arg("--plain")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting loader calibrate");
+    wait_bounded(child, limit)
+}
+
+fn show(o: &Output) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("certificate is JSON")
+}
+
+fn codes(s: &Value) -> Vec<String> {
+    s["verdict"]["reasons"]
+        .as_array()
+        .expect("reasons")
+        .iter()
+        .map(|r| r["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A hand-written certificate of a known ceiling, with `fingerprint`.
+fn certificate(ceiling: f64, date: &str, fingerprint: Value) -> Value {
+    json!({
+        "schema": "loader.certificate/v1",
+        "date": date,
+        "hostname": "test",
+        "limited_by": "loader",
+        "ceiling_rps": ceiling,
+        "lower_bound_rps": null,
+        "detail": "hand-written for a test",
+        "at_ceiling": {},
+        "setup": {
+            "connections": 64, "threads": 1, "loader_cpus": [0], "target_threads": 1, "target_cpu": 1,
+            "request": {"method": "GET", "path": "/", "bytes": 40, "keepalive": true},
+            "step_hold_s": 3.0, "start_rps": 1000.0, "step_factor": 1.25, "max_rps": 1000.0,
+            "target_shaping": null, "probes": true
+        },
+        "fingerprint": fingerprint,
+        "steps": []
+    })
+}
+
+fn foreign_fingerprint() -> Value {
+    json!({
+        "cpu_model": "Imaginary CPU", "cores": 1024, "kernel": "0.0.1", "ip_local_port_range": "1 2",
+        "tcp_tw_reuse": "0", "somaxconn": "1", "nofile_limit": 1, "loader_version": "0.0.0"
+    })
+}
+
+fn write(path: &Path, v: &Value) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+/// `loader run --rate RATE` for 2 s against the built-in target, with `extra` flags and env.
+fn run_at(rate: &str, name: &str, extra: &[&str], env: &[(&str, String)]) -> (Output, Value) {
+    let target = Target::start(&[]);
+    let out = out_dir(name);
+    let url = target.url();
+    let mut args = vec!["--url", url.as_str(), "--rate", rate, "--duration", "2s", "--connections", "8", "--no-probes"];
+    args.extend_from_slice(extra);
+    let (output, summary) = loader_run_via(&[], env, &args, &out, Duration::from_secs(30));
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", show(&output)));
+    (output, s)
+}
+
+#[test]
+fn a_run_at_80_percent_of_the_ceiling_carries_cert_ceiling_and_40_percent_does_not() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = out_dir("cert-handwritten");
+    let file = dir.join("cert.json");
+    write(&file, &certificate(1000.0, "2026-01-01T00:00:00Z", foreign_fingerprint()));
+    let f = file.to_str().unwrap();
+
+    let (output, s) = run_at("800", "cert-80", &["--certificate", f], &[]);
+    let cert = &s["loader"]["certificate"];
+    assert_eq!(cert["ceiling_rps"], 1000.0, "{}", show(&output));
+    let ratio = cert["ratio"].as_f64().unwrap();
+    assert!((ratio - 0.8).abs() < 0.02, "ratio {ratio}");
+    assert!(codes(&s).contains(&"cert_ceiling".to_string()), "{:?}", codes(&s));
+    assert_eq!(s["verdict"]["trusted"], false, "cert_ceiling invalidates");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("certified ceiling of 1000 req/s"), "{}", show(&output));
+    // The fingerprint is not this machine's: one warning line, after the run.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("different setup") && stderr.contains("kernel"), "{stderr}");
+
+    let (output, s) = run_at("400", "cert-40", &["--certificate", f], &[]);
+    let ratio = s["loader"]["certificate"]["ratio"].as_f64().unwrap();
+    assert!((ratio - 0.4).abs() < 0.02, "ratio {ratio}: {}", show(&output));
+    assert!(!codes(&s).contains(&"cert_ceiling".to_string()), "{:?}", codes(&s));
+}
+
+#[test]
+fn a_target_limited_calibration_says_so_and_certifies_no_ceiling() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = out_dir("cert-target-limited");
+    let file = dir.join("target-limited.json");
+    // One worker, 1 ms each: the target serves at most 1000 req/s, far below any loader.
+    let output = calibrate(
+        &[
+            "--out",
+            file.to_str().unwrap(),
+            "--target-workers",
+            "1",
+            "--target-delay",
+            "1ms",
+            "--start-rate",
+            "500",
+            "--max-rate",
+            "2500",
+            "--step-hold",
+            "2s",
+            "--connections",
+            "16",
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let c = read_json(&file);
+    assert_eq!(c["limited_by"], "target", "{c:#}");
+    assert!(c["ceiling_rps"].is_null(), "no ceiling certified: {c:#}");
+    let lower = c["lower_bound_rps"].as_f64().expect("a lower bound");
+    assert!(lower <= 1000.0, "lower bound {lower} at or below the target's capacity");
+    assert!(c["detail"].as_str().unwrap().contains("lower bound"), "{c:#}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("NO CEILING CERTIFIED"), "{}", show(&output));
+    let failed: Vec<&Value> = c["steps"].as_array().unwrap().iter().filter(|s| s["side"] != "ok").collect();
+    assert_eq!(failed[0]["side"], "target", "the target failed first: {failed:#?}");
+
+    // `run` with it claims no ratio, and says why in one line.
+    let (output, s) = run_at("200", "cert-lower-bound", &["--certificate", file.to_str().unwrap()], &[]);
+    assert!(s["loader"]["certificate"].is_null(), "{}", s["loader"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("lower bound") && stderr.contains("no achieved/ceiling ratio"), "{stderr}");
+}
+
+#[test]
+fn calibrate_writes_a_certificate_that_run_finds_by_fingerprint() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir: PathBuf = out_dir("cert-lookup");
+    std::fs::create_dir_all(&dir).unwrap();
+    let output = calibrate(
+        &["--start-rate", "1000", "--max-rate", "2000", "--step-hold", "2s", "--connections", "16"],
+        &[("LOADER_CERTIFICATE_DIR", &dir)],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let written: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let name = written[0].file_name().unwrap().to_str().unwrap().to_string();
+    assert!(name.ends_with(".json") && name.contains('T'), "<hostname>-<date>.json: {name}");
+    let c = read_json(&written[0]);
+    assert_eq!(c["schema"], "loader.certificate/v1");
+    assert!(c["date"].as_str().unwrap().ends_with('Z'));
+    let fp = &c["fingerprint"];
+    for key in ["cpu_model", "kernel", "ip_local_port_range", "tcp_tw_reuse", "somaxconn", "nofile_limit"] {
+        assert!(!fp[key].is_null(), "fingerprint.{key} missing: {fp:#}");
+    }
+    assert!(fp["cores"].as_u64().unwrap() >= 1);
+    assert_eq!(fp["loader_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(c["setup"]["connections"], 16);
+    assert_eq!(c["setup"]["request"]["method"], "GET");
+    assert_eq!(c["steps"].as_array().unwrap().len(), 4, "1000, 1250, 1563, 1953");
+    // 2000 req/s is far below this loader's ceiling: every step passes, a lower bound only.
+    assert_eq!(c["limited_by"], "max_rate", "{c:#}");
+    assert!(c["ceiling_rps"].is_null());
+    assert!(c["lower_bound_rps"].as_f64().unwrap() > 1800.0);
+    for key in ["loader_cpu_p95", "send_lag_p99_ms", "sent_rps"] {
+        assert!(!c["at_ceiling"][key].is_null(), "at_ceiling.{key}: {:#}", c["at_ceiling"]);
+    }
+
+    // `run` finds it by fingerprint (no --certificate): a lower bound, so no ratio.
+    let env = [("LOADER_CERTIFICATE_DIR", dir.display().to_string())];
+    let (output, s) = run_at("200", "cert-lookup-run", &[], &env);
+    assert!(s["loader"]["certificate"].is_null());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&name) && stderr.contains("lower bound"), "{stderr}");
+
+    // A newer certificate of another machine is passed over; a matching one with a ceiling
+    // (this machine's fingerprint, copied) is used: 200 req/s against 250 is 80 %.
+    write(
+        &dir.join("other-2099-01-01T000000Z.json"),
+        &certificate(100.0, "2099-01-01T00:00:00Z", foreign_fingerprint()),
+    );
+    write(&dir.join("this-2098-01-01T000000Z.json"), &certificate(250.0, "2098-01-01T00:00:00Z", fp.clone()));
+    let (output, s) = run_at("200", "cert-lookup-run-2", &[], &env);
+    assert_eq!(s["loader"]["certificate"]["ceiling_rps"], 250.0, "{}", show(&output));
+    assert!(codes(&s).contains(&"cert_ceiling".to_string()), "{:?}", codes(&s));
+    assert!(String::from_utf8_lossy(&output.stderr).trim().is_empty(), "{}", show(&output));
+
+    // No certificate at all: one warning line.
+    let empty = out_dir("cert-lookup-empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (output, s) =
+        run_at("200", "cert-lookup-run-3", &[], &[("LOADER_CERTIFICATE_DIR", empty.display().to_string())]);
+    assert!(s["loader"]["certificate"].is_null());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no certificate for this machine"), "{stderr}");
+}
