@@ -69,18 +69,10 @@ fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
     }
     summary.verdict = verdict::judge(&summary, &limits);
     // The steps are judged again against the criteria the run was judged with.
-    let criteria = summary.analysis.criteria.as_ref().map_or_else(Criteria::default, |c| Criteria {
-        p95_ms: c.p95_ms,
-        p99_ms: c.p99_ms,
-        error_budget: c.error_budget,
-        goodput_min: c.goodput_min,
-        late_max: c.late_max,
-        dropped_max: c.dropped_max,
-        ..Criteria::default()
-    });
+    let criteria = summary.analysis.criteria.clone().unwrap_or_default();
     let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
     analysis::annotate(&mut summary, &analysis);
-    summary.analysis.criteria = Some(criteria.summarize());
+    summary.analysis.criteria = Some(criteria.clone());
     print!("{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
     if !args.dry_run {
         write_json(&path, &summary)?;
@@ -313,7 +305,7 @@ pub(crate) fn measure(
     let criteria = Criteria { tail_samples_min: plan.verdict.min_tail_samples, ..Criteria::from(&plan.slo) };
     let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
     analysis::annotate(&mut summary, &analysis);
-    summary.analysis.criteria = Some(criteria.summarize());
+    summary.analysis.criteria = Some(criteria.clone());
     summary.analysis.spike = analysis::profiles::spike(&summary.phases, &summary.series, criteria.goodput_min);
     if plan.profile_kind() == crate::scenario::ProfileKind::Soak {
         summary.analysis.soak = Some(analysis::profiles::soak(&summary));

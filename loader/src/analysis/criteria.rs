@@ -12,7 +12,10 @@
 use crate::error::InputError;
 
 /// Break criteria for one step (a hold window). A step fails when any of them is violated.
-#[derive(Debug, Clone, PartialEq)]
+/// Written to `summary.json` as they were applied (`analysis.criteria`), so a re-judge uses
+/// the same ones.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Criteria {
     /// Latency SLO on the step's p95, ms (`--slo-p95`); `None` = not judged.
     ///

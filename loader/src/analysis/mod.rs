@@ -41,9 +41,7 @@ pub use render::render_steps;
 pub use step::StepJudgement;
 
 use crate::error::InputError;
-use crate::report::summary::{
-    AnalysisSummary, CriteriaSummary, LittleSummary, PhaseSummary, Point, SecondSummary, Summary,
-};
+use crate::report::summary::{AnalysisSummary, LittleSummary, PhaseSummary, Point, SecondSummary, Summary};
 
 /// The parts of a run that analysis reads (a saved `summary.json` has all of them).
 #[derive(Debug, Clone, Copy)]
@@ -168,20 +166,6 @@ impl Analysis {
             emergency_stop: None,
             spike: None,
             soak: None,
-        }
-    }
-}
-
-impl Criteria {
-    /// The criteria as reported in `summary.json`.
-    pub fn summarize(&self) -> CriteriaSummary {
-        CriteriaSummary {
-            p95_ms: self.p95_ms,
-            p99_ms: self.p99_ms,
-            error_budget: self.error_budget,
-            goodput_min: self.goodput_min,
-            late_max: self.late_max,
-            dropped_max: self.dropped_max,
         }
     }
 }

@@ -199,7 +199,7 @@ pub struct PhaseSummary {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct AnalysisSummary {
     /// The break criteria the steps were judged against.
-    pub criteria: Option<CriteriaSummary>,
+    pub criteria: Option<crate::analysis::Criteria>,
     /// How the knee was found and what it means (e.g. a lower bound when every step passed).
     pub knee_detail: Option<String>,
     /// Last step whose goodput still followed the offered rate.
@@ -249,23 +249,6 @@ pub struct CapacitySummary {
     pub usable_per_node: Option<f64>,
     /// ceil(peak / usable) + 1.
     pub nodes: Option<u64>,
-}
-
-/// The criteria as judged.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct CriteriaSummary {
-    /// p95 limit, ms.
-    pub p95_ms: Option<f64>,
-    /// p99 limit, ms.
-    pub p99_ms: Option<f64>,
-    /// Highest error fraction.
-    pub error_budget: f64,
-    /// Lowest ok/s ÷ offered/s.
-    pub goodput_min: f64,
-    /// Highest fraction of late sends.
-    pub late_max: f64,
-    /// Most dropped requests.
-    pub dropped_max: u64,
 }
 
 /// Little's law for one step.

@@ -24,32 +24,7 @@ pub struct Target {
 impl Target {
     /// Start `loader target --listen 127.0.0.1:0 FLAGS` and wait for its listening line.
     pub fn start(flags: &[&str]) -> Target {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_loader"))
-            .args(["target", "--listen", "127.0.0.1:0"])
-            .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting loader target");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut target = Target { child, addr: "0.0.0.0:0".parse().expect("static") };
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = tx.send(line);
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let line = rx.recv_timeout(PATIENCE).expect("no listening line within 10 s");
-        let addr = line
-            .trim_end()
-            .strip_prefix("loader target listening on http://")
-            .or_else(|| line.trim_end().strip_prefix("loader target listening on https://"))
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
-        target.addr = addr.parse().unwrap_or_else(|_| panic!("not an address: {addr:?}"));
-        target
+        target_via(&[], "127.0.0.1:0", flags)
     }
 
     /// `http://ADDR/`.
