@@ -101,19 +101,13 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
     let spec = Spec::from_run_args(args)?;
     raise_nofile_limit();
 
-    // The demo (no URL): the built-in target inside this process.
+    // The demo (no URL): the built-in target as a child process, so that its threads never
+    // count as the loader's in the probes and the health figures.
     let builtin = match spec.target {
-        Target::BuiltIn => {
-            let cfg = TargetConfig {
-                listen: "127.0.0.1:0".parse().expect("static address"),
-                delay: Duration::ZERO,
-                workers: None,
-                stall: None,
-                threads: 1,
-                tls: None,
-            };
-            Some(target::spawn(cfg).context("cannot start the built-in target")?)
-        }
+        Target::BuiltIn => Some(
+            target::child::spawn(&["--threads".to_string(), "1".to_string()])
+                .context("cannot start the built-in target")?,
+        ),
         Target::Url(_) => None,
     };
     let url = match (&spec.target, &builtin) {

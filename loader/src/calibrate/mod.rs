@@ -86,7 +86,14 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     if let Some(cpu) = target_cpu {
         pin::current_thread(&[cpu]).context("cannot pin the built-in target")?;
     }
-    let spawned = child::spawn(args);
+    let mut flags = vec!["--threads".to_string(), args.target_threads.to_string()];
+    if let Some(d) = &args.target_delay {
+        flags.extend(["--delay".to_string(), d.clone()]);
+    }
+    if let Some(w) = args.target_workers {
+        flags.extend(["--workers".to_string(), w.to_string()]);
+    }
+    let spawned = crate::target::child::spawn(&flags);
     if !loader_cpus.is_empty() {
         pin::current_thread(&loader_cpus).context("cannot pin the loader")?;
     }
@@ -432,88 +439,5 @@ mod pin {
             }
         }
         Ok(())
-    }
-}
-
-/// The built-in target as a child process (`loader target`), so that it has its own tgid.
-///
-/// Why not a thread of this process, as the demo does: the probes and the health sampler
-/// watch this process's tgid, so an in-process target's threads would count as the loader's.
-/// Measured on the 2-core development VM: run-queue delay p99 of 1.2–3.9 ms from 15 000 req/s
-/// with the target inside, 40–150 µs up to 80 000 req/s with it outside — the in-process
-/// target alone would have certified a ceiling 5× too low.
-mod child {
-    use std::io::{BufRead as _, BufReader};
-    use std::net::SocketAddr;
-    use std::os::unix::process::CommandExt as _;
-    use std::process::{Child, ChildStdout, Command, Stdio};
-
-    use anyhow::Context as _;
-
-    use crate::cli::CalibrateArgs;
-
-    /// A running `loader target`; stopped (SIGTERM, then waited for) on [`Target::stop`] or drop.
-    pub struct Target {
-        /// Where it listens.
-        pub addr: SocketAddr,
-        child: Option<Child>,
-        /// Held open: a closed pipe would turn a later line of the target into SIGPIPE.
-        _stdout: BufReader<ChildStdout>,
-    }
-
-    /// Start `loader target` on 127.0.0.1:0 with the calibration's shaping; it inherits the
-    /// calling thread's CPU mask. Returns once it prints its listening line.
-    pub fn spawn(args: &CalibrateArgs) -> anyhow::Result<Target> {
-        let exe = std::env::current_exe().context("cannot find the loader executable")?;
-        let mut cmd = Command::new(exe);
-        cmd.args(["target", "--listen", "127.0.0.1:0", "--threads", &args.target_threads.to_string()]);
-        if let Some(d) = &args.target_delay {
-            cmd.args(["--delay", d]);
-        }
-        if let Some(w) = args.target_workers {
-            cmd.args(["--workers", &w.to_string()]);
-        }
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
-        // SAFETY: prctl is async-signal-safe; the target must not outlive a killed calibration.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().context("cannot start `loader target`")?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        let mut stdout = BufReader::new(stdout);
-        stdout.read_line(&mut line).context("reading the target's listening line")?;
-        let addr = line
-            .trim()
-            .strip_prefix("loader target listening on http://")
-            .and_then(|a| a.parse().ok())
-            .with_context(|| format!("unexpected first line from `loader target`: {:?}", line.trim()));
-        let mut target = Target { addr: "0.0.0.0:0".parse().expect("static"), child: Some(child), _stdout: stdout };
-        target.addr = addr?;
-        Ok(target)
-    }
-
-    impl Target {
-        /// Stop it and wait for it.
-        pub fn stop(mut self) {
-            self.shut_down();
-        }
-
-        fn shut_down(&mut self) {
-            if let Some(mut c) = self.child.take() {
-                // SAFETY: kill on our own child's pid.
-                unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
-                let _ = c.wait();
-            }
-        }
-    }
-
-    impl Drop for Target {
-        fn drop(&mut self) {
-            self.shut_down();
-        }
     }
 }

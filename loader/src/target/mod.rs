@@ -26,6 +26,7 @@
 //! Files: `config.rs` (flags → [`TargetConfig`]), `stall.rs` (pure window arithmetic),
 //! `server.rs` (runtime, accept loop, hyper connection, the response).
 
+pub mod child;
 mod config;
 mod precise;
 mod server;
