@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Target, loader_run_via, root_or_skip};
+use common::{Target, loader_run_via, root_or_skip, show};
 use serde_json::Value;
 
 const USER: &str = "loadertest";
@@ -66,14 +66,6 @@ impl Drop for Scratch {
 fn owner(path: &Path) -> (u32, u32) {
     let m = std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     (m.uid(), m.gid())
-}
-
-fn show(output: &std::process::Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 #[test]

@@ -13,6 +13,8 @@
 //! either the test says why and passes, except under CI (`CI=true`), which runs as root,
 //! builds with `LOADER_EBPF=require` and must never skip it.
 
+mod common;
+
 use std::{
     collections::BTreeMap,
     io::{Read as _, Write as _},
@@ -332,7 +334,7 @@ fn runqueue() {
     let quiet_end = probes.readings().expect("readings").runqueue_histogram;
     let quiet = quiet_end.since(&before);
 
-    let hogs = support::Hogs::spawn(cpu, 2);
+    let hogs = common::Hogs::spawn(cpu, 2);
     support::sleeper_on(cpu, Duration::from_millis(1_000));
     drop(hogs);
     let busy = probes.readings().expect("readings").runqueue_histogram.since(&quiet_end);
@@ -369,8 +371,7 @@ mod support {
     use std::{
         fs::File,
         os::fd::AsRawFd as _,
-        os::unix::process::CommandExt as _,
-        process::{Child, Command, Stdio},
+        process::Command,
         sync::{Mutex, MutexGuard},
         thread,
         time::{Duration, Instant},
@@ -529,50 +530,5 @@ mod support {
         })
         .join()
         .expect("sleeper");
-    }
-
-    /// Nice value of the hogs.
-    const HOG_NICE: libc::c_int = -10;
-
-    /// Busy-looping child processes pinned to one CPU; killed on drop.
-    pub struct Hogs(Vec<Child>);
-
-    impl Hogs {
-        /// `count` shells spinning `while :; do :; done` on `cpu`.
-        pub fn spawn(cpu: usize, count: usize) -> Hogs {
-            let hogs = (0..count)
-                .map(|_| {
-                    let mut command = Command::new("sh");
-                    command.args(["-c", "while :; do :; done"]).stdin(Stdio::null());
-                    // SAFETY: sched_setaffinity and setpriority are async-signal-safe system
-                    // calls; nothing else runs between fork and exec.
-                    unsafe {
-                        command.pre_exec(move || {
-                            pin_to(cpu)?;
-                            // Nice -10 (root): ten times the sleeper's CPU weight, so its
-                            // wake-ups wait behind the hogs even under EEVDF's sleeper credit
-                            // and above whatever else shares the CPU.
-                            if libc::setpriority(libc::PRIO_PROCESS, 0, HOG_NICE) != 0 {
-                                return Err(std::io::Error::last_os_error());
-                            }
-                            Ok(())
-                        })
-                    };
-                    command.spawn().expect("spawn a hog")
-                })
-                .collect();
-            // Let them get going.
-            thread::sleep(Duration::from_millis(100));
-            Hogs(hogs)
-        }
-    }
-
-    impl Drop for Hogs {
-        fn drop(&mut self) {
-            for child in &mut self.0 {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
     }
 }

@@ -17,13 +17,11 @@
 
 mod common;
 
-use std::os::unix::process::CommandExt as _;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
-use std::thread;
 use std::time::Duration;
 
-use common::{Netns, Target, loader_run, loader_run_via, out_dir, phase, root_or_skip, target_via};
+use common::{Hogs, Netns, Target, loader_run, loader_run_via, out_dir, phase, root_or_skip, show, target_via};
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -70,14 +68,6 @@ fn reason<'a>(s: &'a Value, code: &str) -> &'a Value {
 /// Codes of reasons that invalidate the run.
 fn invalidating(s: &Value) -> Vec<String> {
     reasons(s).iter().filter(|r| r["invalidates"] == true).map(|r| r["code"].as_str().unwrap().to_owned()).collect()
-}
-
-fn show(output: &std::process::Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// 200 req/s for 3 s on a keep-alive pool of 8 against `loader target`: nothing is wrong, so
@@ -339,44 +329,4 @@ fn allowed_cpus() -> Vec<usize> {
     assert_eq!(rc, 0, "sched_getaffinity: {}", std::io::Error::last_os_error());
     // SAFETY: CPU_ISSET reads the set.
     (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect()
-}
-
-/// Busy-looping shells pinned to one CPU at nice −10; killed on drop.
-struct Hogs(Vec<Child>);
-
-impl Hogs {
-    fn spawn(cpu: usize, count: usize) -> Hogs {
-        let hogs = (0..count)
-            .map(|_| {
-                let mut command = Command::new("sh");
-                command.args(["-c", "while :; do :; done"]).stdin(Stdio::null());
-                // SAFETY: sched_setaffinity and setpriority are async-signal-safe system calls;
-                // nothing else runs between fork and exec.
-                unsafe {
-                    command.pre_exec(move || {
-                        let mut set: libc::cpu_set_t = std::mem::zeroed();
-                        libc::CPU_SET(cpu, &mut set);
-                        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0
-                            || libc::setpriority(libc::PRIO_PROCESS, 0, -10) != 0
-                        {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        Ok(())
-                    })
-                };
-                command.spawn().expect("spawn a hog")
-            })
-            .collect();
-        thread::sleep(Duration::from_millis(100));
-        Hogs(hogs)
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }

@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -207,4 +208,54 @@ impl Drop for Netns {
 fn run_ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
     assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// stdout and stderr of a finished child, for assertion messages.
+pub fn show(output: &std::process::Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Busy-looping shells pinned to one CPU at nice −10; killed on drop.
+pub struct Hogs(Vec<Child>);
+
+impl Hogs {
+    /// `count` shells spinning on `cpu`.
+    pub fn spawn(cpu: usize, count: usize) -> Hogs {
+        let hogs = (0..count)
+            .map(|_| {
+                let mut command = Command::new("sh");
+                command.args(["-c", "while :; do :; done"]).stdin(Stdio::null());
+                // SAFETY: sched_setaffinity and setpriority are async-signal-safe system calls;
+                // nothing else runs between fork and exec.
+                unsafe {
+                    command.pre_exec(move || {
+                        let mut set: libc::cpu_set_t = std::mem::zeroed();
+                        libc::CPU_SET(cpu, &mut set);
+                        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0
+                            || libc::setpriority(libc::PRIO_PROCESS, 0, -10) != 0
+                        {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    })
+                };
+                command.spawn().expect("spawn a hog")
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(100));
+        Hogs(hogs)
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
