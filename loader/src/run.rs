@@ -633,7 +633,19 @@ fn probe_summary(probes: Option<&Probes>, reason: Option<String>) -> ProbeSummar
             max_live: r.time_wait.max_live.unwrap_or(0),
         }),
         ephemeral_ports_max_ratio: r.ephemeral_ports_max_ratio,
-        tls_handshakes: None,
+        tls_handshakes: ok("tls_handshakes").then(|| r.tls_handshakes.completed()),
+        tls_handshake_ms: ok("tls_handshakes").then(|| {
+            let t = &r.tls_handshakes;
+            summary::ProbeHandshakeMs {
+                p50: t.histogram.p50_ms().unwrap_or(0.0),
+                p99: t.histogram.p99_ms().unwrap_or(0.0),
+                max: t.histogram.max_ms().unwrap_or(0.0),
+                count: t.completed(),
+                resumed: t.resumed,
+                failed: t.failed,
+                started: t.started,
+            }
+        }),
         runqueue_us: ok("runqueue").then(|| summary::RunQueueUs {
             p50: r.runqueue_us.p50.unwrap_or(0.0),
             p99: r.runqueue_us.p99.unwrap_or(0.0),

@@ -351,6 +351,34 @@ fn runqueue() {
     assert!(busy_p99 >= 2_000.0 && busy_p99 >= 3.0 * quiet_p99, "busy p99 {busy_p99} µs vs quiet {quiet_p99} µs");
 }
 
+/// The TLS uprobes fire on the markers themselves: this test calls them the way the engine
+/// does (which also links them into this test binary, where the uprobes resolve them) and
+/// checks the counts by outcome, the unmatched end, and the durations against a sleep.
+#[test]
+fn tls_uprobes_count_and_time_the_markers() {
+    use loader::engine::tls::{loader_tls_handshake_end as end, loader_tls_handshake_start as start};
+    use probes_ebpf::tls_outcome;
+
+    let Some((_serial, probes)) = start_probes("tls_uprobes_count_and_time_the_markers") else { return };
+    assert_eq!(probes.availability().get(probe::TLS_HANDSHAKES).map(String::as_str), Some("ok"));
+    for i in 0..20u64 {
+        start(i);
+        std::thread::sleep(Duration::from_millis(2));
+        end(i, if i % 4 == 0 { tls_outcome::RESUMED } else { tls_outcome::FULL });
+    }
+    start(100);
+    end(100, tls_outcome::FAILED);
+    start(101); // never ends: begun, still "under way"
+    end(102, tls_outcome::FULL); // no start seen: counted, without a duration
+    let tls = probes.readings().expect("readings").tls_handshakes;
+    eprintln!("tls uprobes: {tls:?}");
+    assert_eq!((tls.started, tls.full, tls.resumed, tls.failed, tls.unmatched), (22, 16, 5, 1, 1), "{tls:?}");
+    assert_eq!(tls.histogram.count, 20, "durations of completed handshakes with a start only");
+    let (p50, max) = (tls.histogram.p50_ms().unwrap(), tls.histogram.max_ms().unwrap());
+    assert!((1.9..=3.0).contains(&p50), "2 ms sleeps: p50 {p50} ms");
+    assert!(max >= 2.0, "max {max} ms");
+}
+
 /// On this kernel family every probe starts.
 #[test]
 fn availability() {

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Target, loader_run, out_dir, phase};
+use common::{Target, loader_run, out_dir, phase, root_or_skip};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -60,6 +60,46 @@ fn no_keepalive_https_run_resumes_sessions() {
     assert_eq!(handshakes, requests, "one connection, so one handshake, per request: {tls}");
     // Only the first pool's connections (opened together, before any ticket) are full.
     assert!(u(&tls["resumed"]) >= handshakes - 8, "resumption works: {tls}");
+}
+
+/// The `tls_handshakes` probe (uprobes on the loader's own handshake markers) counts what the
+/// engine counts — completed, resumed and failed — and times the same interval.
+#[test]
+fn uprobes_count_and_time_every_handshake() {
+    if root_or_skip("uprobes_count_and_time_every_handshake").is_none() {
+        return;
+    }
+    let target = Target::start(&["--tls"]);
+    let url = https(&target, "127.0.0.1");
+    let args = ["--url", &url, "--insecure", "--no-keepalive", "--rate", "300", "--duration", "2s"];
+    let (output, summary) = loader_run(&[&args[..], &["--connections", "8"]].concat(), &out_dir("tls-uprobe"), LIMIT);
+    let s = summary.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let probes = &s["probes"];
+    assert_eq!(probes["availability"]["tls_handshakes"], "ok", "{}", probes["availability"]);
+    let (tls, kernel) = (&s["tls"], &probes["tls_handshake_ms"]);
+    let handshakes = u(&tls["handshakes"]);
+    assert!(handshakes >= 590, "a handshake per request: {tls}");
+    assert_eq!(u(&probes["tls_handshakes"]), handshakes, "kernel {kernel} vs engine {tls}");
+    assert_eq!(u(&kernel["count"]), handshakes);
+    assert_eq!(u(&kernel["resumed"]), u(&tls["resumed"]), "kernel {kernel} vs engine {tls}");
+    assert_eq!(u(&kernel["failed"]), 0);
+    assert_eq!(u(&kernel["started"]), handshakes, "every handshake begun ended");
+    // The engine's clock brackets the markers, a few µs apart; the kernel's max is exact.
+    let (engine_max, kernel_max) = (tls["handshake_ms"]["max"].as_f64().unwrap(), kernel["max"].as_f64().unwrap());
+    assert!(kernel_max > 0.0 && (engine_max - kernel_max).abs() <= 0.05 * engine_max + 0.2, "{kernel} vs {tls}");
+    let series: u64 = probes["series"].as_array().unwrap().iter().map(|x| u(&x["tls_handshakes"])).sum();
+    assert!(series <= handshakes && series > 0, "per-second series: {series} of {handshakes}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(&format!("TLS handshakes {handshakes} (")), "{stdout}");
+
+    // Refused certificates: every handshake fails, in both counts.
+    let args = ["--url", &url, "--rate", "50", "--duration", "1s", "--connections", "2"];
+    let (output, summary) = loader_run(&args, &out_dir("tls-uprobe-refused"), LIMIT);
+    let s = summary.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let (tls, kernel) = (&s["tls"], &s["probes"]["tls_handshake_ms"]);
+    assert!(u(&tls["failures"]) >= 50, "{tls}");
+    assert_eq!(u(&kernel["failed"]), u(&tls["failures"]), "kernel {kernel} vs engine {tls}");
+    assert_eq!(u(&s["probes"]["tls_handshakes"]), 0);
 }
 
 /// Verification is on by default: a self-signed target is refused (class `connect`, with

@@ -92,7 +92,57 @@ pub mod names {
     /// Per-CPU array of `u64`, [`hist::SLOTS`](crate::hist::SLOTS) entries: run-queue delay
     /// of loader threads in ns, laid out as [`hist`](crate::hist).
     pub const RUNQ_LATENCY: &str = "RUNQ_LATENCY";
+
+    /// uprobe on [`TLS_START_SYMBOL`]: a TLS handshake of the loader begins.
+    pub const TLS_START_PROGRAM: &str = "tls_handshake_start";
+    /// uprobe on [`TLS_END_SYMBOL`]: a TLS handshake of the loader ended (done or failed).
+    pub const TLS_END_PROGRAM: &str = "tls_handshake_end";
+    /// The loader's marker function called when a handshake begins, `extern "C"
+    /// fn(handshake: u64)`; `handshake` identifies it until its end (`loader::engine::tls`).
+    pub const TLS_START_SYMBOL: &str = "loader_tls_handshake_start";
+    /// The marker called when a handshake ends, `extern "C" fn(handshake: u64, outcome: u32)`,
+    /// `outcome` one of [`tls_outcome`](crate::tls_outcome).
+    pub const TLS_END_SYMBOL: &str = "loader_tls_handshake_end";
+    /// LRU hash map `handshake (u64) → ns`: handshakes begun and not ended yet. LRU, so one
+    /// abandoned without an end (a connection closed at shutdown) never fills it.
+    pub const TLS_STARTS: &str = "TLS_STARTS";
+    /// Per-CPU array of `u64`, [`tls_event::SLOTS`](crate::tls_event::SLOTS) entries:
+    /// handshakes begun, ended by outcome, ends without a start.
+    pub const TLS_COUNTS: &str = "TLS_COUNTS";
+    /// Per-CPU array of `u64`, [`hist::SLOTS`](crate::hist::SLOTS) entries: duration of the
+    /// loader's completed handshakes (full and resumed) in ns, laid out as [`hist`](crate::hist).
+    pub const TLS_HANDSHAKE_LATENCY: &str = "TLS_HANDSHAKE_LATENCY";
 }
+
+/// How a TLS handshake ended: the second argument of [`names::TLS_END_SYMBOL`].
+pub mod tls_outcome {
+    /// Completed with a full handshake (certificate exchanged and verified).
+    pub const FULL: u32 = 0;
+    /// Completed by resuming an earlier session (ticket or session id).
+    pub const RESUMED: u32 = 1;
+    /// Failed: refused certificate, alert, server closed or reset, timed out.
+    pub const FAILED: u32 = 2;
+}
+
+/// Slots of [`names::TLS_COUNTS`].
+pub mod tls_event {
+    /// Handshakes begun.
+    pub const STARTED: u32 = 0;
+    /// Completed full handshakes.
+    pub const FULL: u32 = 1;
+    /// Completed resumed handshakes.
+    pub const RESUMED: u32 = 2;
+    /// Failed handshakes.
+    pub const FAILED: u32 = 3;
+    /// Ends whose start was not seen (began before the probe attached, or evicted from the
+    /// LRU map): counted by outcome above, but without a duration.
+    pub const UNMATCHED: u32 = 4;
+    /// Number of slots.
+    pub const SLOTS: u32 = 5;
+}
+
+/// Capacity of [`names::TLS_STARTS`]: handshakes in flight at once (one per connection).
+pub const TLS_STARTS_CAPACITY: u32 = 65_536;
 
 /// Kernel TCP states (`include/net/tcp_states.h`), as the tracepoint reports them.
 pub mod tcp_state {
@@ -199,11 +249,19 @@ pub mod lost {
     pub const TID_MAP_FULL: u32 = 3;
     /// A dropped packet's reason was `>= DROP_REASON_SLOTS`.
     pub const DROP_REASON_OUT_OF_RANGE: u32 = 4;
+    /// A TLS handshake's start could not be stored (a kernel error); its duration is missing.
+    pub const TLS_START_FAILED: u32 = 5;
     /// Number of reasons (entries of the array).
-    pub const SLOTS: u32 = 5;
+    pub const SLOTS: u32 = 6;
     /// Name of each reason, by slot.
-    pub const NAMES: [&str; SLOTS as usize] =
-        ["sock_map_full", "state_out_of_range", "read_failed", "tid_map_full", "drop_reason_out_of_range"];
+    pub const NAMES: [&str; SLOTS as usize] = [
+        "sock_map_full",
+        "state_out_of_range",
+        "read_failed",
+        "tid_map_full",
+        "drop_reason_out_of_range",
+        "tls_start_failed",
+    ];
 }
 
 /// Slots of [`names::SOCK_EVENTS`]: per-socket TCP events of loader sockets.

@@ -23,6 +23,8 @@ mod runqueue;
 mod syn_retransmits;
 #[cfg(target_arch = "bpf")]
 mod tcp_states;
+#[cfg(target_arch = "bpf")]
+mod tls;
 
 #[cfg(target_arch = "bpf")]
 #[panic_handler]

@@ -18,12 +18,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
+use probes_ebpf::tls_outcome;
 use rustls::HandshakeKind;
 
 use super::bufring::BufRing;
 use super::conn::{Chunk, Conn, InFlight, State};
 use super::http1::Progress;
-use super::tls::{Tls, TlsClient};
+use super::tls::{self, Tls, TlsClient};
 use super::{Clock, EngineError, Live, ShardConfig, ShardResult};
 use crate::record::{ErrorClass, ShardRecord};
 use crate::schedule::{Due, ShardSchedule};
@@ -667,7 +668,7 @@ impl Shard {
                 State::Connecting | State::Handshaking if now >= conn.connect_started_ns + self.timeout_ns => {
                     let deadline = conn.connect_started_ns + self.timeout_ns;
                     if conn.state == State::Handshaking {
-                        self.record.tls.failures += 1;
+                        self.handshake_failed(c, || "the TLS handshake did not finish within the timeout".into());
                     }
                     self.fail_request(c, ErrorClass::Timeout, deadline);
                 }
@@ -703,10 +704,14 @@ impl Shard {
             }
         };
         let conn = &mut self.conns[c];
-        match conn.tls.as_mut() {
-            Some(tls) => tls.restart(session),
-            None => conn.tls = Some(Tls::new(session)),
-        }
+        let tls = match conn.tls.as_mut() {
+            Some(tls) => {
+                tls.restart(session);
+                tls
+            }
+            None => conn.tls.insert(Tls::new(session)),
+        };
+        tls::mark_handshake_start(tls);
         self.arm_recv(c);
         self.flush_tls(c);
     }
@@ -761,8 +766,7 @@ impl Shard {
             let conn = &self.conns[c];
             if conn.state == State::Handshaking {
                 // The server reset or closed during the handshake: it refused the connection.
-                self.record.tls.failures += 1;
-                self.record.tls.note_error(|| "the server closed the connection during the TLS handshake".into());
+                self.handshake_failed(c, || "the server closed the connection during the TLS handshake".into());
                 self.fail_request(c, ErrorClass::Connect, now);
             } else if conn.inflight.is_none() {
                 self.begin_close(c);
@@ -808,6 +812,7 @@ impl Shard {
         let tls = conn.tls.as_mut().expect("caller checked");
         tls.handshaking = false;
         let resumed = tls.session.handshake_kind() == Some(HandshakeKind::Resumed);
+        tls::mark_handshake_end(tls, if resumed { tls_outcome::RESUMED } else { tls_outcome::FULL });
         self.record.tls.on_handshake(tls.handshake_started.elapsed().as_nanos() as u64, resumed);
         conn.state = State::Idle;
         match conn.inflight.take() {
@@ -866,13 +871,22 @@ impl Shard {
     /// as a TLS failure. After it (bad record, unexpected message): class `protocol`.
     fn tls_failed(&mut self, c: usize, now: u64, e: &rustls::Error) {
         let class = if self.conns[c].state == State::Handshaking {
-            self.record.tls.failures += 1;
-            self.record.tls.note_error(|| e.to_string());
+            self.handshake_failed(c, || e.to_string());
             ErrorClass::Connect
         } else {
             ErrorClass::Protocol
         };
         self.fail_request(c, class, now);
+    }
+
+    /// The handshake of connection `c` failed: count it, keep the first reason, and tell the
+    /// kernel probe.
+    fn handshake_failed(&mut self, c: usize, reason: impl FnOnce() -> String) {
+        self.record.tls.failures += 1;
+        self.record.tls.note_error(reason);
+        if let Some(tls) = self.conns[c].tls.as_deref() {
+            tls::mark_handshake_end(tls, tls_outcome::FAILED);
+        }
     }
 
     fn publish(&self) {

@@ -156,6 +156,64 @@ impl Tls {
     }
 }
 
+/// The handshake of `tls` began; for the kernel's uprobe (see [`loader_tls_handshake_start`]).
+pub fn mark_handshake_start(tls: &Tls) {
+    loader_tls_handshake_start(handshake_id(tls));
+}
+
+/// The handshake of `tls` ended with `outcome` (`probes_ebpf::tls_outcome`).
+pub fn mark_handshake_end(tls: &Tls, outcome: u32) {
+    loader_tls_handshake_end(handshake_id(tls), outcome);
+}
+
+/// A handshake's id for the probe: the address of its connection's TLS state, which lives
+/// (boxed, never moved) as long as the connection slot and holds one handshake at a time.
+fn handshake_id(tls: &Tls) -> u64 {
+    std::ptr::from_ref(tls) as u64
+}
+
+/// Marker for the `tls_handshake_start` uprobe (`probes_ebpf::names::TLS_START_SYMBOL`):
+/// does nothing but exist under this exact symbol and be called, C calling convention (the
+/// probe reads `handshake` from the first argument register).
+///
+/// On x86-64 its body is a 5-byte NOP and `ret`, as a USDT probe site: Linux 6.18+ replaces a
+/// uprobe on that NOP by a call into its uprobe trampoline after the first hit, which costs
+/// far less than the int3 trap of an ordinary uprobe. Without a probe attached a call costs a
+/// few ns.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn loader_tls_handshake_start(handshake: u64) {
+    // `nopl 0x0(%rax,%rax,1)`, spelled as bytes: an assembler may shorten the encoding.
+    core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
+}
+
+/// Marker for the `tls_handshake_end` uprobe (`probes_ebpf::names::TLS_END_SYMBOL`); as
+/// [`loader_tls_handshake_start`].
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn loader_tls_handshake_end(handshake: u64, outcome: u32) {
+    core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
+}
+
+/// Marker for the `tls_handshake_start` uprobe (other architectures: an ordinary function
+/// the compiler may not inline or drop).
+#[cfg(not(target_arch = "x86_64"))]
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn loader_tls_handshake_start(handshake: u64) {
+    std::hint::black_box(handshake);
+}
+
+/// Marker for the `tls_handshake_end` uprobe (other architectures).
+#[cfg(not(target_arch = "x86_64"))]
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn loader_tls_handshake_end(handshake: u64, outcome: u32) {
+    std::hint::black_box((handshake, outcome));
+}
+
 /// `--insecure`: accepts any certificate and any handshake signature.
 #[derive(Debug)]
 struct AcceptAnyCertificate(Arc<CryptoProvider>);

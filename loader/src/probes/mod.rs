@@ -20,6 +20,8 @@
 //! - `drops` (`skb:kfree_skb`, Linux 6.11+ for `rx_sk`): reader `drops.rs`.
 //! - `runqueue` (`sched:sched_wakeup`, `sched_wakeup_new`, `sched_switch`): reader
 //!   `runqueue.rs`.
+//! - `tls_handshakes` (uprobes on the loader's own `loader_tls_handshake_{start,end}`
+//!   markers): count and duration of the loader's TLS handshakes; `tls_handshakes.rs`.
 //! - live TIME_WAIT and ephemeral ports: `/proc`, sampled by [`Probes::sample`]
 //!   (`time_wait.rs`).
 //!
@@ -45,6 +47,7 @@ mod runqueue;
 mod sock_events;
 mod tcp_states;
 mod time_wait;
+mod tls_handshakes;
 mod tracefs;
 
 use std::{
@@ -64,13 +67,14 @@ use probes_ebpf::{lost as lost_reason, names};
 
 use self::{
     connect_latency::ConnectLatencyReader, counters::read_sums, drops::DropsReader, runqueue::RunqueueReader,
-    sock_events::SockEventsReader, tcp_states::TcpStatesReader, tracefs::Tracefs,
+    sock_events::SockEventsReader, tcp_states::TcpStatesReader, tls_handshakes::TlsHandshakesReader, tracefs::Tracefs,
 };
 pub use self::{
     histogram::LatencyHistogram,
     readings::{ConnectMs, ProbeReadings, ProbeSample, Resets, RunqueueUs, TimeWait},
     sock_events::SockEvents,
     time_wait::EphemeralPorts,
+    tls_handshakes::TlsHandshakes,
 };
 
 /// The eBPF object built by `build.rs`; empty when the build had no bpf-linker (or
@@ -186,9 +190,20 @@ pub mod probe {
     pub const DROPS: &str = "drops";
     /// Run-queue delay.
     pub const RUNQUEUE: &str = "runqueue";
+    /// TLS handshakes (uprobes).
+    pub const TLS_HANDSHAKES: &str = "tls_handshakes";
     /// Every probe.
-    pub const ALL: [&str; 8] =
-        [TCP_STATES, CONNECT_LATENCY, TIME_WAIT, SYN_RETRANSMITS, RESETS_RECEIVED, RESETS_SENT, DROPS, RUNQUEUE];
+    pub const ALL: [&str; 9] = [
+        TCP_STATES,
+        CONNECT_LATENCY,
+        TIME_WAIT,
+        SYN_RETRANSMITS,
+        RESETS_RECEIVED,
+        RESETS_SENT,
+        DROPS,
+        RUNQUEUE,
+        TLS_HANDSHAKES,
+    ];
 }
 
 /// The value of an available probe in [`Probes::availability`].
@@ -290,6 +305,7 @@ pub struct Probes {
     sock_events: SockEventsReader,
     drops: DropsReader,
     runqueue: RunqueueReader,
+    tls_handshakes: TlsHandshakesReader,
     lost: counters::LostCounters,
     series: Series,
     /// True when start-up found tracefs unmounted and mounted it.
@@ -316,6 +332,7 @@ struct Cumulative {
     sock_events: SockEvents,
     drops: u64,
     runqueue: LatencyHistogram,
+    tls_handshakes: u64,
     lost: u64,
 }
 
@@ -440,6 +457,13 @@ impl Probes {
         }
         record(&mut availability, probe::RUNQUEUE, runqueue, &mut first_error);
 
+        // TLS handshakes: uprobes on this binary, independent of every tracepoint.
+        let tls = tls_handshakes::attach(&mut ebpf, tgid);
+        if tls.is_ok() {
+            attached.extend([names::TLS_END_PROGRAM, names::TLS_START_PROGRAM]);
+        }
+        record(&mut availability, probe::TLS_HANDSHAKES, tls, &mut first_error);
+
         if attached.is_empty() {
             return Err(first_error.unwrap_or(Unavailable::MissingFromObject { item: "any program" }));
         }
@@ -451,6 +475,7 @@ impl Probes {
             sock_events: SockEventsReader::take(&mut ebpf)?,
             drops: DropsReader::take(&mut ebpf, reason_names)?,
             runqueue: RunqueueReader::take(&mut ebpf)?,
+            tls_handshakes: TlsHandshakesReader::take(&mut ebpf)?,
             lost: counters::LostCounters(counters::take_per_cpu_array(&mut ebpf, names::LOST)?),
             ebpf,
             tgid,
@@ -498,6 +523,7 @@ impl Probes {
         let connect = self.connect_latency.read()?;
         let events = self.sock_events.read()?;
         let runqueue = self.runqueue.read()?;
+        let tls_handshakes = self.tls_handshakes.read()?;
         let lost_by_reason = self.lost_by_reason()?;
         let live_now = time_wait::live_time_wait(self.tgid).ok();
         let ports_now = time_wait::ephemeral_ports(self.tgid).ok().map(|p| p.ratio);
@@ -513,6 +539,7 @@ impl Probes {
             ephemeral_ports_max_ratio: max_option(self.series.max_port_ratio, ports_now),
             runqueue_us: RunqueueUs::new(&runqueue),
             drops: self.drops.read()?,
+            tls_handshakes,
             tcp_states: transitions.named(),
             lost: lost_by_reason.values().fold(0u64, |total, &n| total.saturating_add(n)),
             lost_by_reason: lost_by_reason.into_iter().map(|(reason, n)| (reason.to_owned(), n)).collect(),
@@ -547,6 +574,7 @@ impl Probes {
             runqueue_count: interval_runqueue.count,
             runqueue_p99_us: interval_runqueue.p99_us(),
             runqueue_max_us: interval_runqueue.max_us(),
+            tls_handshakes: now.tls_handshakes.saturating_sub(previous.tls_handshakes),
             lost: now.lost.saturating_sub(previous.lost),
         };
         self.series.max_live_time_wait = max_option(self.series.max_live_time_wait, live);
@@ -580,6 +608,7 @@ impl Probes {
             sock_events: self.sock_events.read().unwrap_or_default(),
             drops: self.drops.read().map(|d| d.values().sum()).unwrap_or(0),
             runqueue: self.runqueue.read().unwrap_or_default(),
+            tls_handshakes: self.tls_handshakes.read().map(|t| t.completed()).unwrap_or(0),
             lost: self.lost(),
         }
     }

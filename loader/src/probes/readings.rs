@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::histogram::LatencyHistogram;
+use super::{histogram::LatencyHistogram, tls_handshakes::TlsHandshakes};
 
 /// Everything the probes counted since start.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -34,6 +34,8 @@ pub struct ProbeReadings {
     pub runqueue_us: RunqueueUs,
     /// Packets dropped on the loader's sockets, by kernel drop reason (`"SOCKET_RCVBUFF"`).
     pub drops: BTreeMap<String, u64>,
+    /// The loader's TLS handshakes as the uprobes saw them (zero for an http target).
+    pub tls_handshakes: TlsHandshakes,
     /// TCP state transitions of the loader's sockets, `"OLD->NEW" → count`.
     pub tcp_states: BTreeMap<String, u64>,
     /// Events seen but not counted, all reasons (see `lost_by_reason`).
@@ -43,7 +45,7 @@ pub struct ProbeReadings {
     pub lost_by_reason: BTreeMap<String, u64>,
     /// Each probe's state: `"ok"` or why it is not running. Probes: `tcp_states`,
     /// `connect_latency`, `time_wait`, `syn_retransmits`, `resets_received`, `resets_sent`,
-    /// `drops`, `runqueue`.
+    /// `drops`, `runqueue`, `tls_handshakes`.
     pub availability: BTreeMap<String, String>,
     /// The connect-latency histogram behind `connect_ms`.
     pub connect_histogram: LatencyHistogram,
@@ -131,6 +133,9 @@ pub struct ProbeSample {
     /// Upper bound of the interval's longest run-queue delay, µs (top of the highest bucket
     /// that grew, capped by the cumulative max).
     pub runqueue_max_us: Option<f64>,
+    /// TLS handshakes completed in the interval (uprobes).
+    #[serde(default)]
+    pub tls_handshakes: u64,
     /// Events lost in the interval.
     pub lost: u64,
 }

@@ -307,6 +307,26 @@ pub struct ConnectMs {
     pub failed: u64,
 }
 
+/// TLS handshakes as the uprobes saw them: the clock runs from the start marker (TCP
+/// connected, ClientHello about to be written) to the end marker (handshake complete).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProbeHandshakeMs {
+    /// Median of completed handshakes (bucket midpoint, ±12.5 %).
+    pub p50: f64,
+    /// 99th percentile (±12.5 %).
+    pub p99: f64,
+    /// Longest (exact).
+    pub max: f64,
+    /// Handshakes completed (full and resumed).
+    pub count: u64,
+    /// Of those, resumed.
+    pub resumed: u64,
+    /// Handshakes that failed.
+    pub failed: u64,
+    /// Handshakes begun (begun − completed − failed: still under way or abandoned at the end).
+    pub started: u64,
+}
+
 /// TLS handshakes of an https run, counted by the engine itself.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TlsSummary {
@@ -380,8 +400,13 @@ pub struct ProbeSummary {
     pub time_wait: Option<TimeWait>,
     /// Highest ephemeral-port use, fraction of `ip_local_port_range`.
     pub ephemeral_ports_max_ratio: Option<f64>,
-    /// TLS handshakes.
+    /// TLS handshakes the loader completed, counted by the uprobes on its handshake path
+    /// (0 on an http run; null when the probe is not attached). The engine's own count is
+    /// `tls.handshakes`; the two agree unless events were lost.
     pub tls_handshakes: Option<u64>,
+    /// The uprobes' detail: durations of completed handshakes and counts by outcome.
+    #[serde(default)]
+    pub tls_handshake_ms: Option<ProbeHandshakeMs>,
     /// Run-queue delay.
     pub runqueue_us: Option<RunQueueUs>,
     /// TCP state transitions of loader sockets, `"OLD->NEW": n`.

@@ -182,6 +182,12 @@ pub fn render(s: &Summary) -> String {
             if let Some(tw) = &p.time_wait {
                 parts.push(format!("TIME_WAIT entries {}", tw.entries));
             }
+            if let Some(t) = p.tls_handshake_ms.as_ref().filter(|t| t.started > 0) {
+                parts.push(format!(
+                    "TLS handshakes {} ({} resumed, {} failed) p50/p99 {:.2}/{:.2} ms",
+                    t.count, t.resumed, t.failed, t.p50, t.p99
+                ));
+            }
             if let Some(lost) = p.lost.filter(|&n| n > 0) {
                 parts.push(format!("LOST EVENTS {lost}"));
             }

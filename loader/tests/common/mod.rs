@@ -50,7 +50,7 @@ pub fn out_dir(name: &str) -> PathBuf {
 
 /// Run `loader run ARGS --out DIR --plain`, bounded by `limit`; returns the output and the
 /// parsed summary (if one was written).
-pub fn loader_run(args: &[&str], out: &PathBuf, limit: Duration) -> (Output, Option<serde_json::Value>) {
+pub fn loader_run(args: &[&str], out: &std::path::Path, limit: Duration) -> (Output, Option<serde_json::Value>) {
     loader_run_via(&[], &[], args, out, limit)
 }
 
