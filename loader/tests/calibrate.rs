@@ -3,8 +3,9 @@
 //! Issue 5's acceptance: a run at 80 % of a certified ceiling carries `cert_ceiling` and one
 //! at 40 % does not (hand-written certificates of a known ceiling, so the check does not
 //! depend on this machine's speed); a target-limited calibration says so and certifies no
-//! ceiling; a calibration writes a certificate `run` then finds by fingerprint. Each test is
-//! bounded by short holds and `--max-rate`. They need root for the probes only where noted.
+//! ceiling; a calibration writes a certificate `run` then finds by fingerprint; three
+//! calibrations in a row agree within ±15 %. Each test is bounded by short holds and
+//! `--max-rate` or the emergency stop. They need root for the probes only where noted.
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{Target, loader_run_via, out_dir, wait_bounded};
+use common::{Target, loader_run_via, out_dir, root_or_skip, wait_bounded};
 use serde_json::{Value, json};
 
 /// One calibration or run at a time: on a 2-core machine two side by side would make each
@@ -124,6 +125,38 @@ fn a_run_at_80_percent_of_the_ceiling_carries_cert_ceiling_and_40_percent_does_n
     assert!(!codes(&s).contains(&"cert_ceiling".to_string()), "{:?}", codes(&s));
 }
 
+/// A certificate that holds only a lower bound (what a 2-core machine gets: the built-in
+/// target saturates first) is still compared with: 80 % of it carries `cert_ceiling` as an
+/// annotation (headroom unproven, not known missing), 40 % does not.
+#[test]
+fn a_lower_bound_certificate_annotates_at_80_percent_and_not_at_40() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let file = out_dir("cert-lower-handwritten").join("cert.json");
+    let mut c = certificate(0.0, "2026-01-01T00:00:00Z", foreign_fingerprint());
+    c["limited_by"] = json!("target");
+    c["ceiling_rps"] = Value::Null;
+    c["lower_bound_rps"] = json!(1000.0);
+    write(&file, &c);
+    let f = file.to_str().unwrap();
+
+    let (output, s) = run_at("800", "cert-lower-80", &["--certificate", f], &[]);
+    let cert = &s["loader"]["certificate"];
+    assert_eq!(cert["ceiling_rps"], 1000.0, "{}", show(&output));
+    assert_eq!(cert["lower_bound"], true);
+    let reason = s["verdict"]["reasons"].as_array().unwrap().iter().find(|r| r["code"] == "cert_ceiling");
+    let reason = reason.unwrap_or_else(|| panic!("cert_ceiling expected: {:?}", codes(&s)));
+    assert_eq!(reason["invalidates"], false, "{reason}");
+    assert!(reason["detail"].as_str().unwrap().contains("lower bound"), "{reason}");
+    assert_eq!(s["verdict"]["trusted"], true, "{:?}", codes(&s));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("a lower bound of its ceiling"), "{}", show(&output));
+
+    let (output, s) = run_at("400", "cert-lower-40", &["--certificate", f], &[]);
+    let ratio = s["loader"]["certificate"]["ratio"].as_f64().unwrap();
+    assert!((ratio - 0.4).abs() < 0.02, "ratio {ratio}: {}", show(&output));
+    assert!(!codes(&s).contains(&"cert_ceiling".to_string()), "{:?}", codes(&s));
+}
+
 #[test]
 fn a_target_limited_calibration_says_so_and_certifies_no_ceiling() {
     let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -148,24 +181,36 @@ fn a_target_limited_calibration_says_so_and_certifies_no_ceiling() {
             "16",
         ],
         &[],
-        Duration::from_secs(60),
+        Duration::from_secs(120),
     );
     assert_eq!(output.status.code(), Some(0), "{}", show(&output));
     let c = read_json(&file);
     assert_eq!(c["limited_by"], "target", "{c:#}");
     assert!(c["ceiling_rps"].is_null(), "no ceiling certified: {c:#}");
     let lower = c["lower_bound_rps"].as_f64().expect("a lower bound");
-    assert!(lower <= 1000.0, "lower bound {lower} at or below the target's capacity");
+    // What the loader sustained while the target was held saturated: its capacity (1000/s).
+    assert!((800.0..=1010.0).contains(&lower), "lower bound {lower} at the target's capacity (≤ 1000/s): {c:#}");
+    let sat: Vec<&Value> =
+        c["steps"].as_array().unwrap().iter().filter(|s| s["step"].as_str().unwrap().starts_with("sat")).collect();
+    assert_eq!(sat.len(), 3, "three saturation holds: {c:#}");
+    assert!(sat.iter().all(|s| s["side"] == "target"), "{sat:#?}");
+    assert!(c["setup"]["saturation_rps"].as_f64().unwrap() > 1000.0);
+    // The figure is the larger of the last passing step and the saturation holds' median; the
+    // health figures are of the step it came from.
+    let at = &c["at_ceiling"];
+    assert!((at["sent_rps"].as_f64().unwrap() - lower).abs() <= 0.01 * lower, "{at:#} vs {lower}");
     assert!(c["detail"].as_str().unwrap().contains("lower bound"), "{c:#}");
     assert!(String::from_utf8_lossy(&output.stdout).contains("NO CEILING CERTIFIED"), "{}", show(&output));
     let failed: Vec<&Value> = c["steps"].as_array().unwrap().iter().filter(|s| s["side"] != "ok").collect();
     assert_eq!(failed[0]["side"], "target", "the target failed first: {failed:#?}");
 
-    // `run` with it claims no ratio, and says why in one line.
+    // `run` compares with the lower bound, marked so, and says what that means in one line.
     let (output, s) = run_at("200", "cert-lower-bound", &["--certificate", file.to_str().unwrap()], &[]);
-    assert!(s["loader"]["certificate"].is_null(), "{}", s["loader"]);
+    assert_eq!(s["loader"]["certificate"]["lower_bound"], true, "{}", s["loader"]);
+    let ratio = s["loader"]["certificate"]["ratio"].as_f64().unwrap();
+    assert!((ratio - 200.0 / lower).abs() < 0.02, "ratio {ratio}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("lower bound") && stderr.contains("no achieved/ceiling ratio"), "{stderr}");
+    assert!(stderr.contains("lower bound") && stderr.contains("annotates"), "{stderr}");
 }
 
 #[test]
@@ -203,10 +248,10 @@ fn calibrate_writes_a_certificate_that_run_finds_by_fingerprint() {
         assert!(!c["at_ceiling"][key].is_null(), "at_ceiling.{key}: {:#}", c["at_ceiling"]);
     }
 
-    // `run` finds it by fingerprint (no --certificate): a lower bound, so no ratio.
+    // `run` finds it by fingerprint (no --certificate): a lower bound, marked so.
     let env = [("LOADER_CERTIFICATE_DIR", dir.display().to_string())];
     let (output, s) = run_at("200", "cert-lookup-run", &[], &env);
-    assert!(s["loader"]["certificate"].is_null());
+    assert_eq!(s["loader"]["certificate"]["lower_bound"], true, "{}", s["loader"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(&name) && stderr.contains("lower bound"), "{stderr}");
 
@@ -230,4 +275,34 @@ fn calibrate_writes_a_certificate_that_run_finds_by_fingerprint() {
     assert!(s["loader"]["certificate"].is_null());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("no certificate for this machine"), "{stderr}");
+}
+
+/// Issue 5's repeatability line: three full calibrations in a row (the defaults, probes on,
+/// started higher to save time) certify figures within ±15 % of their mean. On a 2-core
+/// machine the built-in target saturates first, so the figures are lower bounds — what the
+/// loader sustained on time with the target held saturated.
+#[test]
+fn three_calibrations_in_a_row_agree_within_15_percent() {
+    if root_or_skip("three_calibrations_in_a_row_agree_within_15_percent").is_none() {
+        return;
+    }
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = out_dir("cert-repeat");
+    let mut figures = Vec::new();
+    for i in 1..=3 {
+        let file = dir.join(format!("cert-{i}.json"));
+        let output =
+            calibrate(&["--out", file.to_str().unwrap(), "--start-rate", "20000"], &[], Duration::from_secs(240));
+        assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+        let c = read_json(&file);
+        assert_eq!(c["setup"]["probes"], true, "{c:#}");
+        let figure = c["ceiling_rps"].as_f64().or(c["lower_bound_rps"].as_f64());
+        let figure = figure.unwrap_or_else(|| panic!("a figure: {c:#}"));
+        eprintln!("calibration {i}: limited by {}, {figure:.0} req/s", c["limited_by"]);
+        figures.push(figure);
+    }
+    let mean = figures.iter().sum::<f64>() / figures.len() as f64;
+    for f in &figures {
+        assert!((f / mean - 1.0).abs() <= 0.15, "{f:.0} is more than 15 % from the mean {mean:.0}: {figures:?}");
+    }
 }

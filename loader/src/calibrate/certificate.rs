@@ -140,6 +140,9 @@ pub struct Setup {
     /// Rates of the refining pass (×1.05 between the last good and the first failed step).
     #[serde(default)]
     pub refined_rps: Vec<f64>,
+    /// Offered rate of the saturation holds (only when the target saturated first), req/s.
+    #[serde(default)]
+    pub saturation_rps: Option<f64>,
     /// Built-in target shaping used (a test hook; null in a real calibration).
     pub target_shaping: Option<String>,
     /// The eBPF probes ran (the run-queue figure needs them).
@@ -199,11 +202,14 @@ impl Certificate {
     }
 }
 
-/// A certificate as `loader run` uses it: a ceiling to compare with.
+/// A certificate as `loader run` uses it: the certified figure to compare with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Certified {
-    /// The certified ceiling, req/s.
+    /// The certified figure, req/s: the ceiling, or (`lower_bound`) the rate the loader was
+    /// shown to sustain when something else limited the calibration.
     pub ceiling_rps: f64,
+    /// The figure is a lower bound of the ceiling, not the ceiling.
+    pub lower_bound: bool,
 }
 
 impl Certified {
@@ -217,6 +223,7 @@ impl Certified {
         (self.ceiling_rps > 0.0).then(|| CertificateRef {
             ceiling_rps: self.ceiling_rps,
             ratio: (top / self.ceiling_rps * 10_000.0).round() / 10_000.0,
+            lower_bound: self.lower_bound,
         })
     }
 }
@@ -310,7 +317,7 @@ mod tests {
 
     #[test]
     fn the_ratio_is_the_highest_measured_step_over_the_ceiling() {
-        let c = Certified { ceiling_rps: 10_000.0 };
+        let c = Certified { ceiling_rps: 10_000.0, lower_bound: false };
         let r = c.compare(&[phase("warmup", 9000.0), phase("hold", 4000.0), phase("hold", 8000.0)]).expect("ratio");
         assert_eq!(r.ratio, 0.8);
         assert_eq!(r.ceiling_rps, 10_000.0);

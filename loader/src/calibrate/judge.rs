@@ -27,6 +27,12 @@ pub const POOL_LATE_SHARE: f64 = 0.01;
 pub const GOODPUT_MIN: f64 = 0.95;
 /// Share of a step's requests that may fail before the target counts as failing.
 pub const ERROR_SHARE: f64 = 0.001;
+/// The saturation holds offer this many times the first failed step's rate: enough above
+/// the target's capacity that ok/s measures that capacity, even when the failed step was a
+/// hiccup below it; not so far that ok/s falls under the emergency stop's 50 % of offered.
+pub const SATURATION_FACTOR: f64 = 1.5;
+/// Holds of the saturation pass; the figure is their median.
+pub const SATURATION_HOLDS: usize = 3;
 
 /// What one step measured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -168,6 +174,21 @@ impl Finding {
             _ => self.last_good.map(|i| calls[i].figures.sent_rps),
         }
     }
+}
+
+/// What the loader sustained on its own schedule while the target was saturated: of the
+/// saturation holds (all offered above the target's capacity) those where the loader was
+/// not at fault, the one with the median ok/s; `None` when the loader was at fault in all.
+///
+/// Why this is a lower bound of the loader's ceiling: in those holds the loader sent and read
+/// back `ok/s` requests per second without falling behind on its own account (no late sends
+/// with a connection free, CPU and run-queue within limits) — it did that work. And why it is
+/// steadier than the last passing step: it is a throughput averaged over whole holds, while
+/// "the last step without pool waits" moves with every hiccup of the target near its limit.
+pub fn sustained(saturation: &[StepCall]) -> Option<&StepCall> {
+    let mut on_time: Vec<&StepCall> = saturation.iter().filter(|c| c.side != Side::Loader).collect();
+    on_time.sort_by(|a, b| a.figures.ok_rps.total_cmp(&b.figures.ok_rps));
+    on_time.get(on_time.len().saturating_sub(1) / 2).copied()
 }
 
 /// The first *confirmed* failed step decides; the ceiling (or lower bound) is the step before
@@ -348,6 +369,21 @@ mod tests {
         // Every refining step passed: the coarse failure still closes the sequence.
         let all = splice(&coarse, &fine[..2]);
         assert_eq!(find(&all).failed.map(|i| all[i].figures.offered_rps), Some(1250.0));
+    }
+
+    #[test]
+    fn sustained_is_the_median_of_the_on_time_saturation_holds() {
+        let sat = |ok: f64, cpu: f64| {
+            judge_step(&StepFigures { ok_rps: ok, late_pooled: 100_000, cpu_p95: Some(cpu), ..on_time(150_000.0) }, 1.0)
+        };
+        let holds = [sat(119_000.0, 80.0), sat(131_000.0, 82.0), sat(121_000.0, 81.0)];
+        assert!(holds.iter().all(|c| c.side == Side::Target));
+        assert_eq!(sustained(&holds).map(|c| c.figures.ok_rps), Some(121_000.0));
+        // A hold where the loader itself was short (CPU) proves nothing about it: left out.
+        let holds = [sat(119_000.0, 80.0), sat(140_000.0, 97.0)];
+        assert_eq!(sustained(&holds).map(|c| c.figures.ok_rps), Some(119_000.0));
+        assert_eq!(sustained(&[sat(140_000.0, 97.0)]), None);
+        assert_eq!(sustained(&[]), None);
     }
 
     #[test]

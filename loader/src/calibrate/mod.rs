@@ -51,6 +51,10 @@ const FINE_FACTOR: f64 = 1.05;
 const PASS_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Warm-up at the first rate before the first step (pools connect, caches warm).
 const WARMUP: &str = "1s";
+/// Client timeout of the saturation holds: longer than the pass, so requests queued behind
+/// the saturated target are late, never dropped (drops would be errors, and errors would
+/// trip the emergency stop that the overload is expected to approach).
+const SATURATION_TIMEOUT: &str = "60s";
 
 /// `loader calibrate`.
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
@@ -102,7 +106,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     let threads = args.threads.unwrap_or(loader_cpus.len().max(1));
 
     let pass = Pass { url: &url, args, threads };
-    let plan = pass.plan(&rates, None)?;
+    let plan = pass.plan(&rates, None, None)?;
     let hold_s = plan
         .phases
         .iter()
@@ -144,11 +148,33 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         // The coarse pass ended past saturation: let the target drain its backlog, and warm
         // the fresh pool at the last good rate.
         std::thread::sleep(PASS_PAUSE);
-        let (fine, _) = pass.run(&pass.plan(&fine_rates, Some(from))?, &interrupted, "fine")?;
+        let (fine, _) = pass.run(&pass.plan(&fine_rates, Some(from), None)?, &interrupted, "fine")?;
         Ok((judge::splice(&coarse, &fine), fine_rates, probes_on))
     });
+    // Third pass, only when the target saturated first: hold above its capacity and measure
+    // what the loader sustained on time (`judge::sustained`), a steadier lower bound than the
+    // last passing step.
+    let measured = measured.and_then(|(calls, fine_rates, probes_on)| {
+        let finding = judge::find(&calls);
+        let (LimitedBy::Target, Some(failed)) = (finding.limited_by, finding.failed) else {
+            return Ok((calls, fine_rates, Vec::new(), probes_on));
+        };
+        if interrupted.load(Ordering::Relaxed) {
+            return Ok((calls, fine_rates, Vec::new(), probes_on));
+        }
+        let rate = (calls[failed].figures.offered_rps * judge::SATURATION_FACTOR).round();
+        let warm = finding.last_good.map(|i| calls[i].figures.offered_rps);
+        println!(
+            "\nloader calibrate: the target saturated first; {} holds at {rate:.0} req/s measure what the loader sustains on time",
+            judge::SATURATION_HOLDS
+        );
+        std::thread::sleep(PASS_PAUSE);
+        let plan = pass.plan(&[rate; judge::SATURATION_HOLDS], warm, Some(SATURATION_TIMEOUT))?;
+        let (saturation, _) = pass.run(&plan, &interrupted, "sat")?;
+        Ok((calls, fine_rates, saturation, probes_on))
+    });
     builtin.stop();
-    let (calls, fine_rates, probes_on) = measured?;
+    let (calls, fine_rates, saturation, probes_on) = measured?;
     if interrupted.load(Ordering::Relaxed) {
         eprintln!("loader calibrate: interrupted; no certificate written");
         return Ok(Outcome::Interrupted);
@@ -157,16 +183,24 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     let finding = judge::find(&calls);
     let date = crate::run::rfc3339(SystemTime::now());
     let hostname = certificate::hostname();
-    let at = finding.last_good.map(|i| &calls[i].figures);
-    let figure = finding.ceiling_rps(&calls).or(finding.lower_bound_rps(&calls));
-    let detail = describe(&finding, &calls, figure);
+    let mut at = finding.last_good.map(|i| &calls[i].figures);
+    let mut lower_bound = finding.lower_bound_rps(&calls);
+    let sustained = judge::sustained(&saturation);
+    if let Some(s) = sustained.filter(|s| lower_bound.is_none_or(|lb| s.figures.ok_rps > lb)) {
+        lower_bound = Some(s.figures.ok_rps.round());
+        at = Some(&s.figures);
+    }
+    let figure = finding.ceiling_rps(&calls).or(lower_bound);
+    let detail = describe(&finding, &calls, figure, sustained.map(|s| s.figures.ok_rps), saturation.len());
+    let mut steps = calls.clone();
+    steps.extend(saturation.iter().cloned());
     let cert = Certificate {
         schema: SCHEMA.into(),
         date: date.clone(),
         hostname: hostname.clone(),
         limited_by: finding.limited_by,
         ceiling_rps: finding.ceiling_rps(&calls),
-        lower_bound_rps: finding.lower_bound_rps(&calls),
+        lower_bound_rps: lower_bound,
         detail,
         at_ceiling: AtCeiling {
             step: at.map(|f| f.step.clone()),
@@ -198,12 +232,13 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
             start_rps: rates[0],
             step_factor: STEP_FACTOR,
             refined_rps: fine_rates,
+            saturation_rps: saturation.first().map(|c| c.figures.offered_rps),
             max_rps: args.max_rate,
             target_shaping: shaping,
             probes: probes_on,
         },
         fingerprint,
-        steps: calls,
+        steps,
     };
     print!("\n{}", render(&cert));
     let path = match &args.out {
@@ -226,9 +261,9 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    /// The step plan for `rates` (warm-up at `warmup_rate`, else the first rate): built as
-    /// `loader run` flags would be, so it is the same plan.
-    fn plan(&self, rates: &[f64], warmup_rate: Option<f64>) -> anyhow::Result<Plan> {
+    /// The step plan for `rates` (warm-up at `warmup_rate`, else the first rate; `timeout`
+    /// else the default): built as `loader run` flags would be, so it is the same plan.
+    fn plan(&self, rates: &[f64], warmup_rate: Option<f64>, timeout: Option<&str>) -> anyhow::Result<Plan> {
         let run_args = RunArgs {
             url: Some(self.url.to_string()),
             profile: Some("step".into()),
@@ -236,6 +271,7 @@ impl Pass<'_> {
             hold: Some(self.args.step_hold.clone()),
             warmup: Some(WARMUP.into()),
             warmup_rate,
+            timeout: timeout.map(str::to_string),
             connections: Some(self.args.connections),
             threads: Some(self.threads),
             no_probes: self.args.no_probes,
@@ -276,7 +312,13 @@ impl Pass<'_> {
 }
 
 /// One sentence on what the certificate's figure means.
-fn describe(f: &judge::Finding, calls: &[StepCall], figure: Option<f64>) -> String {
+fn describe(
+    f: &judge::Finding,
+    calls: &[StepCall],
+    figure: Option<f64>,
+    sustained: Option<f64>,
+    saturation_holds: usize,
+) -> String {
     let failed = f.failed.map(|i| &calls[i]);
     let why = failed.map_or(String::new(), |c| {
         format!(" at {} ({:.0}/s): {}", c.figures.step, c.figures.offered_rps, c.why.join("; "))
@@ -287,9 +329,21 @@ fn describe(f: &judge::Finding, calls: &[StepCall], figure: Option<f64>) -> Stri
                 "the loader kept its schedule up to {r:.0} req/s and fell behind{why}: {r:.0} req/s is its certified ceiling"
             )
         }
-        (LimitedBy::Target, Some(r)) => format!(
-            "the built-in target saturated first{why}; the loader was still on time, so {r:.0} req/s is only a lower bound of the loader's ceiling, not a ceiling"
-        ),
+        (LimitedBy::Target, Some(r)) => {
+            let how = match sustained {
+                Some(s) => format!(
+                    "held above the target's capacity, the loader sustained {s:.0} req/s on its own schedule (median of {saturation_holds} holds)"
+                ),
+                None if saturation_holds > 0 => {
+                    "held above the target's capacity, the loader fell behind itself, so the last passing step stands"
+                        .into()
+                }
+                None => "the loader was still on time".into(),
+            };
+            format!(
+                "the built-in target saturated first{why}; {how}, so {r:.0} req/s is only a lower bound of the loader's ceiling, not a ceiling"
+            )
+        }
         (LimitedBy::MaxRate, Some(r)) => {
             format!(
                 "every step up to --max-rate passed; {r:.0} req/s is a lower bound of the loader's ceiling, not a ceiling"
@@ -347,7 +401,7 @@ fn join(cpus: &[usize]) -> String {
 /// What `loader run` compares with, and the one line it owes the user about it.
 #[derive(Debug, Clone, Default)]
 pub struct ForRun {
-    /// The ceiling to compare with (`None`: no certificate, or only a lower bound).
+    /// The figure to compare with (`None`: no certificate, or one without any figure).
     pub certified: Option<Certified>,
     /// One stderr line: no certificate, a different fingerprint, or a lower bound only.
     /// Printed after the run, so a run that fails on bad input still says exactly one line.
@@ -356,8 +410,9 @@ pub struct ForRun {
 
 /// For `loader run`: the certificate to compare with (`--certificate FILE`, else the newest
 /// one of this machine), and a note when there is none, when the fingerprint differs, or when
-/// the certificate holds only a lower bound (then no ratio is claimed: a ratio to a figure
-/// that is not the ceiling would read as headroom the loader may not have).
+/// the certificate holds only a lower bound. A lower bound is still compared with (the run
+/// reports achieved/certified, marked `lower_bound`), but `cert_ceiling` above it annotates
+/// instead of invalidating: the headroom above a lower bound is unproven, not known missing.
 pub fn for_run(explicit: Option<&Path>) -> anyhow::Result<ForRun> {
     let here = Fingerprint::of_this_machine();
     let (path, cert, mut note) = match explicit {
@@ -389,17 +444,21 @@ pub fn for_run(explicit: Option<&Path>) -> anyhow::Result<ForRun> {
             }
         },
     };
-    let certified = cert.ceiling_rps.filter(|c| *c > 0.0).map(|c| Certified { ceiling_rps: c });
-    if certified.is_none() {
+    let certified = match (cert.ceiling_rps, cert.lower_bound_rps) {
+        (Some(c), _) if c > 0.0 => Some(Certified { ceiling_rps: c, lower_bound: false }),
+        (_, Some(l)) if l > 0.0 => Some(Certified { ceiling_rps: l, lower_bound: true }),
+        _ => None,
+    };
+    if certified.as_ref().is_none_or(|c| c.lower_bound) {
         let lower = format!(
-            "certificate {}: limited by the {}, {} req/s is a lower bound of this machine's ceiling, not a ceiling: no achieved/ceiling ratio is claimed",
+            "certificate {}: limited by the {}, {} req/s is a lower bound of this machine's ceiling, not a ceiling: achieved/certified is reported, and cert_ceiling annotates instead of invalidating",
             path.display(),
             match cert.limited_by {
                 LimitedBy::Target => "target",
                 LimitedBy::MaxRate => "--max-rate",
                 LimitedBy::Loader => "loader",
             },
-            cert.lower_bound_rps.map_or("no".into(), |r| format!("{r:.0}"))
+            cert.lower_bound_rps.map_or("no".into(), |r| format!("{r:.0}")),
         );
         // Still one line when the fingerprint differs too.
         note = Some(match note {

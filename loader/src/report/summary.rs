@@ -433,10 +433,14 @@ pub struct ProbeSummary {
 /// Certificate comparison.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CertificateRef {
-    /// Certified ceiling, req/s.
+    /// Certified ceiling, req/s — or, when `lower_bound`, the certified lower bound of it.
     pub ceiling_rps: f64,
     /// Achieved / ceiling.
     pub ratio: f64,
+    /// The certificate holds a lower bound only (its calibration was limited by the target
+    /// or `--max-rate`): the true ratio is at most `ratio`.
+    #[serde(default)]
+    pub lower_bound: bool,
 }
 
 /// Loader health.

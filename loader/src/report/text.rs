@@ -102,13 +102,23 @@ pub fn render(s: &Summary) -> String {
         let _ = writeln!(out, "loader shard CPU p95 {p95:.0}% max {max:.0}% (per shard core)");
     }
     if let Some(c) = &s.loader.certificate {
-        let _ = writeln!(
-            out,
-            "certificate: the highest step sent {:.0}% of this machine's certified ceiling of {:.0} req/s (achieved/ceiling {:.2})",
-            c.ratio * 100.0,
-            c.ceiling_rps,
-            c.ratio
-        );
+        let _ = if c.lower_bound {
+            writeln!(
+                out,
+                "certificate: the highest step sent {:.0}% of the {:.0} req/s this machine is certified for (a lower bound of its ceiling; achieved/certified {:.2})",
+                c.ratio * 100.0,
+                c.ceiling_rps,
+                c.ratio
+            )
+        } else {
+            writeln!(
+                out,
+                "certificate: the highest step sent {:.0}% of this machine's certified ceiling of {:.0} req/s (achieved/ceiling {:.2})",
+                c.ratio * 100.0,
+                c.ceiling_rps,
+                c.ratio
+            )
+        };
     }
     if let (Some(start), Some(end), Some(peak)) = (s.loader.rss_mib_start, s.loader.rss_mib_end, s.loader.rss_mib_peak)
     {

@@ -245,18 +245,31 @@ pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
     if let Some(cert) = &s.loader.certificate
         && cert.ratio * 100.0 > limits.cert_ceiling_pct
     {
-        reasons.push(reason(
-            "cert_ceiling",
-            LOADER,
-            true,
-            cert.ratio * 100.0,
-            Some(limits.cert_ceiling_pct),
+        // Above 70 % of a ceiling the loader is out of certified headroom: invalidates. Above
+        // 70 % of a lower bound the headroom is unproven, not known to be missing: annotates
+        // (the loader's own CPU, run-queue and lateness still judge it).
+        let detail = if cert.lower_bound {
+            format!(
+                "the run reached {:.0}% of the {:.0} req/s this machine is certified for, above {:.0}%; that figure is a lower bound (its calibration was limited by the target), so the loader's headroom above it is unproven — calibrate against a faster target to know it",
+                cert.ratio * 100.0,
+                cert.ceiling_rps,
+                limits.cert_ceiling_pct
+            )
+        } else {
             format!(
                 "the run reached {:.0}% of this machine's certified ceiling ({:.0} req/s), above {:.0}%",
                 cert.ratio * 100.0,
                 cert.ceiling_rps,
                 limits.cert_ceiling_pct
-            ),
+            )
+        };
+        reasons.push(reason(
+            "cert_ceiling",
+            LOADER,
+            !cert.lower_bound,
+            cert.ratio * 100.0,
+            Some(limits.cert_ceiling_pct),
+            detail,
         ));
     }
     // TLS handshakes crowding out the work: little connection reuse while the loader itself
