@@ -89,6 +89,10 @@ pub struct VerdictArgs {
     /// Live TIME_WAIT sockets limit (default 5000).
     #[arg(long)]
     pub time_wait: Option<u64>,
+    /// The loader's own delay p99 (send lag, run-queue) as a percentage of a phase's
+    /// latency p99 above which it invalidates (default 25; 100 turns the rule off).
+    #[arg(long)]
+    pub loader_delay_pct: Option<f64>,
     /// Print the verdict only; leave summary.json as it is.
     #[arg(long)]
     pub dry_run: bool,

@@ -67,6 +67,12 @@ fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
     if let Some(v) = args.time_wait {
         limits.time_wait = v;
     }
+    if let Some(v) = args.loader_delay_pct {
+        if !(v > 0.0 && v <= 100.0) {
+            return Err(crate::error::InputError::new("--loader-delay-pct", "must be in (0, 100]").into());
+        }
+        limits.loader_delay_pct = v;
+    }
     summary.verdict = verdict::judge(&summary, &limits);
     // The steps are judged again against the criteria the run was judged with.
     let criteria = summary.analysis.criteria.clone().unwrap_or_default();

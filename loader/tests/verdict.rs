@@ -143,6 +143,38 @@ fn cpu_hog_on_the_loaders_cpu_is_blamed_on_the_loader() {
     }
 }
 
+/// An ordinary busy neighbour: one busy loop per CPU at nice 0, nothing pinned. The loader's
+/// threads still get the CPU soon enough for no absolute limit to trip (run-queue p99 well
+/// under 1 ms, no send 10 ms late), but its own delays become most of the tail it reports
+/// against a fast target: untrusted, on the loader's side — `send_lag` and/or
+/// `runqueue_delay` relative to the latency p99.
+#[test]
+fn a_busy_neighbour_on_every_core_is_blamed_on_the_loader() {
+    let Some(_serial) = setup("a_busy_neighbour_on_every_core_is_blamed_on_the_loader") else { return };
+    let target = Target::start(&[]);
+    let out = out_dir("verdict-busy-neighbour");
+    let hogs = Hogs::anywhere(allowed_cpus().len());
+    let (output, summary) =
+        loader_run(&["--url", &target.url(), "--rate", "1000", "--duration", "4s"], &out, Duration::from_secs(60));
+    drop(hogs);
+    let s = summary.unwrap_or_else(|| panic!("no summary.json\n{}", show(&output)));
+    if !probes_ran("busy_neighbour", &s) {
+        return;
+    }
+    let main = phase(&s, "main");
+    eprintln!(
+        "verdict: {}\nlatency {} lag {} runqueue {}",
+        s["verdict"], main["latency_ms"], main["send_lag_ms"], s["probes"]["runqueue_us"]
+    );
+    assert_eq!(output.status.code(), Some(3), "{}", show(&output));
+    let invalidating: Vec<&Value> = reasons(&s).iter().filter(|r| r["invalidates"] == true).collect();
+    assert!(!invalidating.is_empty());
+    for r in &invalidating {
+        assert_eq!(r["side"], "loader", "{r}");
+    }
+    assert!(invalidating.iter().any(|r| r["code"] == "send_lag" || r["code"] == "runqueue_delay"), "{invalidating:?}");
+}
+
 /// SYNs into a black hole: inside a network namespace of the test, 10.213.0.0/24 is routed
 /// into `lo`, where no host owns the address, so every SYN vanishes and is retransmitted until
 /// the request times out. The kernel saw it (SYN retransmits, failed connects) and the verdict

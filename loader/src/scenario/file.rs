@@ -105,6 +105,7 @@ struct VerdictTable {
     fds_pct: S<f64>,
     cert_ceiling_pct: S<f64>,
     min_tail_samples: S<i64>,
+    loader_delay_pct: S<f64>,
 }
 
 #[derive(Deserialize)]
@@ -413,7 +414,8 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
             ephemeral_ports_pct,
             fds_pct,
             cert_ceiling_pct,
-            min_tail_samples
+            min_tail_samples,
+            loader_delay_pct
         );
         raw.probes = t.probes.map(|v| src.given("verdict.probes", v));
         raw.verdict = v;

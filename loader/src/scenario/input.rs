@@ -152,6 +152,7 @@ pub(crate) struct RawVerdict {
     pub fds_pct: Opt<f64>,
     pub cert_ceiling_pct: Opt<f64>,
     pub min_tail_samples: Opt<i64>,
+    pub loader_delay_pct: Opt<f64>,
 }
 
 /// Everything the user wrote, file and flags merged (flags win).

@@ -58,8 +58,13 @@ pub struct VerdictLimits {
     /// cgroup CPU throttling above this many ms per second of run invalidates it (10).
     pub throttled_ms_per_s: f64,
     /// Sends more than 10 ms late with a connection free, above this percentage of a step's
-    /// sends, invalidate the run (0.1); fewer are noted.
+    /// sends (and more than two of them), invalidate the run (0.1); fewer are noted.
     pub late_sends_pct: f64,
+    /// The loader's own delay p99 (send lag of a phase; run-queue delay) above this
+    /// percentage of a phase's latency p99 invalidates the run when it is also above
+    /// `verdict::MATERIAL_DELAY_FLOOR_MS` (25): the loader is then a material part of the
+    /// tail it reports. 100 turns the rule off.
+    pub loader_delay_pct: f64,
 }
 
 impl Default for VerdictLimits {
@@ -76,6 +81,7 @@ impl Default for VerdictLimits {
             churn_ratio: 2.0,
             throttled_ms_per_s: 10.0,
             late_sends_pct: 0.1,
+            loader_delay_pct: 25.0,
         }
     }
 }
@@ -141,6 +147,7 @@ impl VerdictLimits {
             fds_pct: pct(&r.fds_pct, d.fds_pct)?,
             cert_ceiling_pct: pct(&r.cert_ceiling_pct, d.cert_ceiling_pct)?,
             min_tail_samples: n(&r.min_tail_samples, d.min_tail_samples)?,
+            loader_delay_pct: pct(&r.loader_delay_pct, d.loader_delay_pct)?,
             ..d
         })
     }

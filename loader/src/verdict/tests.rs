@@ -54,8 +54,44 @@ fn loader_cpu_and_run_queue_invalidate_on_the_loader_side() {
     assert_eq!(codes(&v), ["loader_cpu", "runqueue_delay"]);
     assert!(v.reasons.iter().all(|r| r.side == LOADER && r.invalidates));
     // A looser limit re-judges the same run as trusted.
-    let loose = Limits { cpu_p95_pct: 90.0, runqueue_p99_ms: 5.0, ..Limits::default() };
+    let loose = Limits { cpu_p95_pct: 90.0, runqueue_p99_ms: 5.0, loader_delay_pct: 100.0, ..Limits::default() };
     assert_eq!(judge(&s, &loose).trusted, Some(true));
+}
+
+#[test]
+fn the_loaders_own_delay_invalidates_when_it_is_a_material_part_of_the_tail() {
+    // Send lag p99 1.0 ms against a latency p99 of 1.6 ms (busy loops on every core).
+    let mut s = clean();
+    s.phases[0].send_lag_ms.p99 = 1.0;
+    s.phases[0].latency_ms.p99 = 1.6;
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["send_lag"]));
+    assert_eq!((v.reasons[0].side.as_str(), v.reasons[0].limit), (LOADER, Some(0.4)));
+    // Not when the lag is waiting for connections (a slow or stalled target's story) …
+    s.phases[0].waited_for_connection = 10;
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(true));
+    // … nor below the noise floor, nor when it is a small share of the tail, nor when off.
+    let mut s = clean();
+    s.phases[0].send_lag_ms.p99 = 0.2;
+    s.phases[0].latency_ms.p99 = 0.3;
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
+    s.phases[0].send_lag_ms.p99 = 1.0;
+    s.phases[0].latency_ms.p99 = 5.0;
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
+    s.phases[0].latency_ms.p99 = 1.6;
+    assert!(judge(&s, &Limits { loader_delay_pct: 100.0, ..Limits::default() }).reasons.is_empty());
+
+    // Run-queue delay p99 0.43 ms against the fastest phase's latency p99 of 1.2 ms.
+    let mut s = clean();
+    s.phases[0].latency_ms.p99 = 1.2;
+    s.probes.runqueue_us = Some(RunQueueUs { p50: 6.0, p99: 430.0, max: 8000.0 });
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["runqueue_delay"]));
+    assert!(v.reasons[0].detail.contains("material"), "{}", v.reasons[0].detail);
+    // A clean run's 0.05 ms is noise, whatever the latency.
+    s.probes.runqueue_us = Some(RunQueueUs { p50: 6.0, p99: 50.0, max: 2000.0 });
+    s.phases[0].latency_ms.p99 = 0.12;
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
 }
 
 #[test]
@@ -67,14 +103,22 @@ fn late_sends_split_by_cause() {
     let v = judge(&s, &Limits::default());
     assert_eq!(v.trusted, Some(false));
     assert_eq!(codes(&v), ["late_sends"]);
-    // One isolated late send of 200 (0.5 %) still invalidates; of 2000 (0.05 %) it is noted.
-    s.phases[0].late = 1;
-    s.phases[0].late_unpooled = 1;
+    // Three late sends of 200 (1.5 %) invalidate; of 20000 (0.015 %) they are noted.
+    s.phases[0].late = 3;
+    s.phases[0].late_unpooled = 3;
     assert_eq!(judge(&s, &Limits::default()).trusted, Some(false));
-    s.phases[0].sent = 2000;
+    s.phases[0].sent = 20_000;
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["late_sends"]));
     assert!(!v.reasons[0].invalidates);
+    // One or two isolated ones (a host pause) are noted at any share: 1 of 20 sends is 5 %.
+    s.phases[0].sent = 20;
+    for n in [1, 2] {
+        s.phases[0].late = n;
+        s.phases[0].late_unpooled = n;
+        let v = judge(&s, &Limits::default());
+        assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["late_sends"]), "{n} late of 20");
+    }
     // Late only because the pool was exhausted by a stalled target → annotated, trusted.
     let mut s = clean();
     s.phases[0].late = 900;

@@ -219,12 +219,21 @@ pub fn show(output: &std::process::Output) -> String {
     )
 }
 
-/// Busy-looping shells pinned to one CPU at nice −10; killed on drop.
+/// Busy-looping shells; killed on drop.
 pub struct Hogs(Vec<Child>);
 
 impl Hogs {
-    /// `count` shells spinning on `cpu`.
+    /// `count` shells spinning on `cpu` at nice −10.
     pub fn spawn(cpu: usize, count: usize) -> Hogs {
+        Hogs::start(Some(cpu), count, -10)
+    }
+
+    /// `count` shells at nice 0 wherever the scheduler puts them (an ordinary busy neighbour).
+    pub fn anywhere(count: usize) -> Hogs {
+        Hogs::start(None, count, 0)
+    }
+
+    fn start(cpu: Option<usize>, count: usize, nice: i32) -> Hogs {
         let hogs = (0..count)
             .map(|_| {
                 let mut command = Command::new("sh");
@@ -233,11 +242,14 @@ impl Hogs {
                 // nothing else runs between fork and exec.
                 unsafe {
                     command.pre_exec(move || {
-                        let mut set: libc::cpu_set_t = std::mem::zeroed();
-                        libc::CPU_SET(cpu, &mut set);
-                        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0
-                            || libc::setpriority(libc::PRIO_PROCESS, 0, -10) != 0
-                        {
+                        if let Some(cpu) = cpu {
+                            let mut set: libc::cpu_set_t = std::mem::zeroed();
+                            libc::CPU_SET(cpu, &mut set);
+                            if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
+                                return Err(std::io::Error::last_os_error());
+                            }
+                        }
+                        if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
                             return Err(std::io::Error::last_os_error());
                         }
                         Ok(())
