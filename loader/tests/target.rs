@@ -2,92 +2,27 @@
 //!
 //! Every wait is bounded; every child process is killed when its test ends, pass or fail.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Upper bound on any single wait in these tests (start-up, a response, an exit).
-const PATIENCE: Duration = Duration::from_secs(10);
+use common::{PATIENCE, Target};
 
-/// A running `loader target`, killed on drop.
-struct Target {
-    child: Child,
-    addr: SocketAddr,
-    /// When the process was spawned: the target's own start is at or after this.
-    spawned: Instant,
-    /// When its listening line arrived: the target's own start is at or before this.
-    listening: Instant,
+/// A plain client of the target's, for these tests.
+trait Connect {
+    fn connect(&self) -> Client;
 }
 
-impl Target {
-    fn start(flags: &[&str]) -> Target {
-        let spawned = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_loader"))
-            .args(["target", "--listen", "127.0.0.1:0"])
-            .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting loader target");
-        let stdout = child.stdout.take().unwrap();
-        // From here on the guard kills the child whatever happens.
-        let mut target = Target { child, addr: "0.0.0.0:0".parse().unwrap(), spawned, listening: spawned };
-
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = tx.send(line);
-            // Keep the pipe drained so the child never blocks (or fails) on stdout.
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let line = rx.recv_timeout(PATIENCE).expect("no listening line within 10 s");
-        target.listening = Instant::now();
-        let url = line
-            .trim_end()
-            .strip_prefix("loader target listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
-        target.addr = url.parse().unwrap_or_else(|_| panic!("not an address: {url:?}"));
-        assert_eq!(target.addr.ip().to_string(), "127.0.0.1");
-        assert_ne!(target.addr.port(), 0, "the line must show the bound port, not 0");
-        target
-    }
-
+impl Connect for Target {
     fn connect(&self) -> Client {
         let stream = TcpStream::connect(self.addr).expect("connecting to the target");
         stream.set_read_timeout(Some(PATIENCE)).unwrap();
         stream.set_write_timeout(Some(PATIENCE)).unwrap();
         Client { reader: BufReader::new(stream) }
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill failed");
-    }
-
-    /// Wait (bounded) for the child to exit.
-    fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        None
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -179,6 +114,9 @@ fn assert_ok_json(res: &Response) {
 #[test]
 fn any_request_gets_the_json_body_on_a_kept_alive_connection() {
     let target = Target::start(&[]);
+    // The listening line shows the bound address, not the port 0 it was asked for.
+    assert_eq!(target.addr.ip().to_string(), "127.0.0.1");
+    assert_ne!(target.addr.port(), 0);
     let mut client = target.connect();
     client.send("GET", "/", "");
     assert_ok_json(&client.receive());

@@ -7,10 +7,10 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Upper bound on waiting for a child to start.
 pub const PATIENCE: Duration = Duration::from_secs(10);
@@ -20,6 +20,10 @@ pub struct Target {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// When the process was spawned: the target's own start is at or after this.
+    pub spawned: Instant,
+    /// When its listening line arrived: the target's own start is at or before this.
+    pub listening: Instant,
 }
 
 impl Target {
@@ -31,6 +35,25 @@ impl Target {
     /// `http://ADDR/`.
     pub fn url(&self) -> String {
         format!("http://{}/", self.addr)
+    }
+
+    /// Send `signal` to the target process.
+    pub fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill failed");
+    }
+
+    /// Wait (bounded) for the process to exit.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        None
     }
 }
 
@@ -90,6 +113,7 @@ pub fn is_root() -> bool {
 /// `ip netns exec NS` or `taskset -c 1` (each execs it, so killing the child kills the
 /// target); waits for its listening line like [`Target::start`].
 pub fn target_via(prefix: &[&str], listen: &str, flags: &[&str]) -> Target {
+    let spawned = Instant::now();
     let mut command = Command::new(prefix.first().copied().unwrap_or(env!("CARGO_BIN_EXE_loader")));
     if !prefix.is_empty() {
         command.args(&prefix[1..]).arg(env!("CARGO_BIN_EXE_loader"));
@@ -103,7 +127,7 @@ pub fn target_via(prefix: &[&str], listen: &str, flags: &[&str]) -> Target {
         .spawn()
         .expect("starting loader target");
     let stdout = child.stdout.take().expect("piped stdout");
-    let mut target = Target { child, addr: "0.0.0.0:0".parse().expect("static") };
+    let mut target = Target { child, addr: "0.0.0.0:0".parse().expect("static"), spawned, listening: spawned };
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let mut reader = BufReader::new(stdout);
@@ -113,6 +137,7 @@ pub fn target_via(prefix: &[&str], listen: &str, flags: &[&str]) -> Target {
         let _ = std::io::copy(&mut reader, &mut std::io::sink());
     });
     let line = rx.recv_timeout(PATIENCE).expect("no listening line within 10 s");
+    target.listening = Instant::now();
     let addr = line
         .trim_end()
         .strip_prefix("loader target listening on http://")
