@@ -43,8 +43,9 @@ pub const MATERIAL_DELAY_FLOOR_MS: f64 = 0.25;
 /// Share of a phase's sends that may have waited for a connection (or their own connect)
 /// before its send lag stops being the loader's own.
 const WAITED_SHARE_MAX: f64 = 0.005;
-/// Fewest sends for a phase's p99s to be compared.
-const MIN_SENDS_FOR_P99: u64 = 100;
+/// Fewest sends for a phase's p99s to be compared: from 1000 the p99 is the tenth-worst
+/// sample, which one or two pauses of the host cannot set (from 100 it would be the worst).
+const MIN_SENDS_FOR_P99: u64 = 1_000;
 
 fn reason(code: &str, side: &str, invalidates: bool, value: f64, limit: Option<f64>, detail: String) -> Reason {
     Reason { code: code.into(), side: side.into(), invalidates, value: Some(value), limit, detail }

@@ -33,6 +33,13 @@ fn clean() -> Summary {
     })
 }
 
+/// [`clean`] with 2000 sends, enough for its p99s to be compared.
+fn big_clean() -> Summary {
+    let mut s = clean();
+    s.phases[0].sent = 2000;
+    s
+}
+
 fn codes(v: &Verdict) -> Vec<&str> {
     v.reasons.iter().map(|r| r.code.as_str()).collect()
 }
@@ -61,17 +68,17 @@ fn loader_cpu_and_run_queue_invalidate_on_the_loader_side() {
 #[test]
 fn the_loaders_own_delay_invalidates_when_it_is_a_material_part_of_the_tail() {
     // Send lag p99 1.0 ms against a latency p99 of 1.6 ms (busy loops on every core).
-    let mut s = clean();
+    let mut s = big_clean();
     s.phases[0].send_lag_ms.p99 = 1.0;
     s.phases[0].latency_ms.p99 = 1.6;
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["send_lag"]));
     assert_eq!((v.reasons[0].side.as_str(), v.reasons[0].limit), (LOADER, Some(0.4)));
     // Not when the lag is waiting for connections (a slow or stalled target's story) …
-    s.phases[0].waited_for_connection = 10;
+    s.phases[0].waited_for_connection = 20;
     assert_eq!(judge(&s, &Limits::default()).trusted, Some(true));
     // … nor below the noise floor, nor when it is a small share of the tail, nor when off.
-    let mut s = clean();
+    let mut s = big_clean();
     s.phases[0].send_lag_ms.p99 = 0.2;
     s.phases[0].latency_ms.p99 = 0.3;
     assert!(judge(&s, &Limits::default()).reasons.is_empty());
@@ -82,12 +89,16 @@ fn the_loaders_own_delay_invalidates_when_it_is_a_material_part_of_the_tail() {
     assert!(judge(&s, &Limits { loader_delay_pct: 100.0, ..Limits::default() }).reasons.is_empty());
 
     // Run-queue delay p99 0.43 ms against the fastest phase's latency p99 of 1.2 ms.
-    let mut s = clean();
+    let mut s = big_clean();
     s.phases[0].latency_ms.p99 = 1.2;
     s.probes.runqueue_us = Some(RunQueueUs { p50: 6.0, p99: 430.0, max: 8000.0 });
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["runqueue_delay"]));
     assert!(v.reasons[0].detail.contains("material"), "{}", v.reasons[0].detail);
+    // Under 1000 sends a p99 is one or two samples: the relative rules do not apply.
+    s.phases[0].sent = 200;
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
+    s.phases[0].sent = 2000;
     // A clean run's 0.05 ms is noise, whatever the latency.
     s.probes.runqueue_us = Some(RunQueueUs { p50: 6.0, p99: 50.0, max: 2000.0 });
     s.phases[0].latency_ms.p99 = 0.12;
