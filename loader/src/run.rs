@@ -143,6 +143,8 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
     };
     let repeat = plan.capacity.repeat.max(1) as usize;
     let mut runs = Vec::with_capacity(repeat);
+    // Loaded by the first run (then root is dropped), reset for each later one.
+    let mut probes = ProbeState::NotLoaded;
     for k in 1..=repeat {
         let dir = if repeat > 1 { out_dir.join(format!("run-{k}")) } else { out_dir.clone() };
         privileges.create_dir_all(&dir)?;
@@ -150,14 +152,15 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
             println!("\nloader: run {k} of {repeat}");
         }
         let (summary, analysis) =
-            run_once(&plan, &dir, &interrupted, preflight, &mut privileges, k == repeat, certified.certified.as_ref())?;
+            run_once(&plan, &dir, &interrupted, preflight, &mut privileges, &mut probes, certified.certified.as_ref())?;
         let stop = summary.interrupted;
         runs.push((dir, summary, analysis));
         if stop {
             break;
         }
     }
-    // Interrupted before the last run's probes: drop before writing anything more.
+    drop(probes);
+    // Normally dropped long ago, after the first run loaded the probes; this is a safety net.
     privileges.drop_now("before writing the combined results")?;
     if let Some(t) = builtin {
         t.stop();
@@ -203,6 +206,16 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
     Ok(outcome_of(&combined))
 }
 
+/// The probes across the runs of `--repeat`: loaded once, while root, by the first run.
+enum ProbeState {
+    /// No run has tried yet.
+    NotLoaded,
+    /// Attached; each later run resets them.
+    Loaded(Box<Probes>),
+    /// Not running, and why (`--no-probes`, not privileged, …).
+    Unavailable(String),
+}
+
 /// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
 fn run_once(
     plan: &Plan,
@@ -210,7 +223,7 @@ fn run_once(
     interrupted: &Arc<AtomicBool>,
     preflight: Duration,
     privileges: &mut Privileges,
-    last_run: bool,
+    probes: &mut ProbeState,
     certificate: Option<&crate::calibrate::Certified>,
 ) -> anyhow::Result<(summary::Summary, analysis::Analysis)> {
     // Before the probes attach, so these sleeping threads are not counted as the run's.
@@ -227,27 +240,42 @@ fn run_once(
         }
         p
     });
-    let (probes, probe_reason) = if plan.probes {
-        match Probes::start(std::process::id()) {
-            Ok(p) => (Some(p), None),
-            Err(e) => {
-                let why = crate::error::one_line(&e);
+    match probes {
+        ProbeState::NotLoaded => {
+            *probes = if !plan.probes {
+                ProbeState::Unavailable("disabled with --no-probes".to_string())
+            } else {
+                match Probes::start(std::process::id()) {
+                    Ok(p) => ProbeState::Loaded(Box::new(p)),
+                    Err(e) => {
+                        let why = crate::error::one_line(&e);
+                        eprintln!("loader: probes unavailable: {why}");
+                        ProbeState::Unavailable(why)
+                    }
+                }
+            };
+            // Root was needed only to load and attach: later runs reset, never load again.
+            let when = match (&*probes, plan.probes) {
+                (ProbeState::Loaded(_), _) => "after loading probes",
+                (_, true) => "(probes unavailable)",
+                (_, false) => "(probes disabled)",
+            };
+            privileges.drop_now(when)?;
+        }
+        ProbeState::Loaded(p) => {
+            if let Err(e) = p.reset() {
+                let why = format!("resetting the probes between runs failed: {}", crate::error::one_line(&e));
                 eprintln!("loader: probes unavailable: {why}");
-                (None, Some(why))
+                *probes = ProbeState::Unavailable(why);
             }
         }
-    } else {
-        (None, Some("disabled with --no-probes".to_string()))
-    };
-    // Root was needed only to load and attach: drop it once no later run will load again.
-    if last_run || probes.is_none() {
-        let when = match (&probes, plan.probes) {
-            (Some(_), _) => "after loading probes",
-            (None, true) => "(probes unavailable)",
-            (None, false) => "(probes disabled)",
-        };
-        privileges.drop_now(when)?;
+        ProbeState::Unavailable(_) => {}
     }
+    let (attached, probe_reason) = match probes {
+        ProbeState::Loaded(p) => (Some(&mut **p), None),
+        ProbeState::Unavailable(why) => (None, Some(why.clone())),
+        ProbeState::NotLoaded => (None, Some("probes were not loaded".to_string())),
+    };
     println!(
         "loader: {} profile, {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",
         plan.profile_kind().as_str(),
@@ -258,7 +286,7 @@ fn run_once(
         plan.target.url
     );
 
-    let (mut summary, analysis) = measure(plan, interrupted, probes, probe_reason, certificate, Some(dir))?;
+    let (mut summary, analysis) = measure(plan, interrupted, attached, probe_reason, certificate, Some(dir))?;
     summary.preflight = noise;
     print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
     if plan.phases.iter().filter(|p| p.kind == PhaseKind::Hold).count() > 1 {
@@ -271,22 +299,21 @@ fn run_once(
 }
 
 /// The measuring core that `run` and `calibrate` share: shards, merge, summary, verdict and
-/// analysis, printing only the live progress. `probes` (already attached) are read and
-/// dropped here; `certificate` fills `summary.loader.certificate` before the verdict; the
-/// HDR interval log goes to `hlog_dir` when given.
+/// analysis, printing only the live progress. `probes` (already attached, counting from zero)
+/// are sampled and read here; `certificate` fills `summary.loader.certificate` before the
+/// verdict; the HDR interval log goes to `hlog_dir` when given.
 pub(crate) fn measure(
     plan: &Plan,
     interrupted: &Arc<AtomicBool>,
-    mut probes: Option<Probes>,
+    mut probes: Option<&mut Probes>,
     probe_reason: Option<String>,
     certificate: Option<&crate::calibrate::Certified>,
     hlog_dir: Option<&Path>,
 ) -> anyhow::Result<(summary::Summary, analysis::Analysis)> {
     let stop = Arc::new(AtomicBool::new(false));
     let started_at = rfc3339(SystemTime::now());
-    let run = execute(plan, &stop, interrupted, probes.as_mut())?;
-    let probes_summary = probe_summary(probes.as_ref(), probe_reason);
-    drop(probes);
+    let run = execute(plan, &stop, interrupted, probes.as_deref_mut())?;
+    let probes_summary = probe_summary(probes.as_deref(), probe_reason);
 
     let mut summary = summary::build(&summary::Inputs {
         plan,

@@ -120,8 +120,8 @@ fn drops_to_the_sudo_user_after_loading_probes() {
     assert!(s["health"]["series"].as_array().is_some_and(|h| h.iter().all(|x| x["fds"].as_u64() > Some(0))));
     assert_eq!(s["phases"][0]["ok"], 400, "200/s for 2 s");
 
-    // --repeat 2: probes load as root for each run, root is dropped after the last load;
-    // run-1 (written as root) is handed over, run-2 and the combined summary are the user's.
+    // --repeat 2: the probes load once, as root, for run 1, and root is dropped right after;
+    // run 2 resets them and counts from zero. Every file is the user's.
     let out = scratch.0.join("repeat");
     let (output, summary) = loader_run_via(
         &[],
@@ -132,12 +132,18 @@ fn drops_to_the_sudo_user_after_loading_probes() {
     );
     assert_eq!(output.status.code(), Some(0), "{}", show(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(stdout.lines().filter(|l| *l == line).count(), 1, "dropped once, after run 2's probes\n{stdout}");
+    let dropped = stdout.lines().position(|l| l == line).unwrap_or_else(|| panic!("expected {line:?}\n{stdout}"));
+    let second = stdout.lines().position(|l| l.contains("run 2 of 2")).expect("a second run");
+    assert!(dropped < second, "dropped before run 2 starts\n{stdout}");
+    assert_eq!(stdout.lines().filter(|l| *l == line).count(), 1, "dropped once\n{stdout}");
     for k in 1..=2 {
         let dir = out.join(format!("run-{k}"));
         let run: Value =
             serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("run summary")).unwrap();
         assert_eq!(run["probes"]["available"], true, "run {k}: {}", run["probes"]);
+        // Each run's own 4 connects: run 2's probes were reset, not reloaded or accumulated.
+        assert_eq!(run["probes"]["tcp_states"]["SYN_SENT->ESTABLISHED"], 4, "run {k}: {}", run["probes"]);
+        assert!(run["probes"]["runqueue_us"]["p99"].as_f64().is_some(), "run {k}: {}", run["probes"]);
         for path in [dir.clone(), dir.join("summary.json"), dir.join("latency.hlog")] {
             assert_eq!(owner(&path), ids, "{}", path.display());
         }

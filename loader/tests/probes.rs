@@ -379,6 +379,40 @@ fn tls_uprobes_count_and_time_the_markers() {
     assert!(max >= 2.0, "max {max} ms");
 }
 
+/// `Probes::reset` (between the runs of `--repeat`): every count starts again from zero and
+/// the followed sockets stay followed.
+#[test]
+fn reset_counts_from_zero() {
+    let Some((_serial, mut probes)) = start_probes("reset_counts_from_zero") else { return };
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local_addr");
+    let connect = |n: usize| -> Vec<(TcpStream, TcpStream)> {
+        (0..n).map(|_| (TcpStream::connect(addr).expect("connect"), listener.accept().expect("accept").0)).collect()
+    };
+    let established = |probes: &Probes| probes.tcp_states().expect("counts").get("SYN_SENT->ESTABLISHED").copied();
+
+    let kept = connect(3);
+    assert_eq!(wait_until(Duration::from_secs(5), || (established(&probes) == Some(3)).then_some(())), Some(()));
+    probes.sample();
+    probes.reset().expect("reset");
+    let r = probes.readings().expect("readings");
+    assert!(r.tcp_states.is_empty(), "{:?}", r.tcp_states);
+    assert_eq!((r.connect_ms.count, r.lost), (0, 0), "{r:?}");
+    assert_eq!(probes.series().len(), 0, "the series starts again");
+
+    // Counting goes on from zero: two new connects, and the close of a socket connected
+    // before the reset (still followed: its transition is counted).
+    let _new = connect(2);
+    drop(kept);
+    let states = wait_until(Duration::from_secs(5), || {
+        let s = probes.tcp_states().expect("counts");
+        (s.get("ESTABLISHED->FIN_WAIT1").copied() == Some(3)).then_some(s)
+    })
+    .unwrap_or_else(|| panic!("the pre-reset sockets' closes: {:?}", probes.tcp_states()));
+    assert_eq!(states.get("SYN_SENT->ESTABLISHED").copied(), Some(2), "{states:?}");
+    assert_eq!(probes.readings().expect("readings").connect_ms.count, 2);
+}
+
 /// On this kernel family every probe starts.
 #[test]
 fn availability() {

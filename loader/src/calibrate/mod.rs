@@ -285,7 +285,7 @@ impl Pass<'_> {
     /// Run `plan` with fresh probes and judge its steps (named `prefix k`); also whether the
     /// probes ran.
     fn run(&self, plan: &Plan, interrupted: &Arc<AtomicBool>, prefix: &str) -> anyhow::Result<(Vec<StepCall>, bool)> {
-        let (probes, probe_reason) = if self.args.no_probes {
+        let (mut probes, probe_reason) = if self.args.no_probes {
             (None, Some("disabled with --no-probes".to_string()))
         } else {
             match Probes::start(std::process::id()) {
@@ -298,7 +298,7 @@ impl Pass<'_> {
             }
         };
         let probes_on = probes.is_some();
-        let (summary, _) = crate::run::measure(plan, interrupted, probes, probe_reason, None, None)?;
+        let (summary, _) = crate::run::measure(plan, interrupted, probes.as_mut(), probe_reason, None, None)?;
         let runqueue_limit = Limits::default().runqueue_p99_ms;
         let calls = steps::figures(&summary)
             .into_iter()

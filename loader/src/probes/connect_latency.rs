@@ -31,6 +31,12 @@ impl ConnectLatencyReader {
         Ok(ConnectLatencyReader { histogram: take_per_cpu_array(ebpf, names::CONNECT_LATENCY)? })
     }
 
+    /// Zero the counts (between the runs of `--repeat`).
+    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+        super::counters::zero(&mut self.histogram)?;
+        Ok(())
+    }
+
     /// Connect latencies since start.
     pub(crate) fn read(&self) -> Result<LatencyHistogram, MapError> {
         LatencyHistogram::read(&self.histogram)

@@ -6,7 +6,7 @@
 
 use aya::{
     Ebpf,
-    maps::{MapData, MapError, PerCpuArray},
+    maps::{MapData, MapError, PerCpuArray, PerCpuValues},
 };
 
 use super::Unavailable;
@@ -32,6 +32,15 @@ pub(crate) fn take_per_cpu_array(
 /// Slots `0..slots` of a per-CPU `u64` array, each summed over CPUs (saturating).
 pub(crate) fn read_sums(map: &PerCpuArray<MapData, u64>, slots: u32) -> Result<Vec<u64>, MapError> {
     (0..slots).map(|index| Ok(sum(&map.get(&index, 0)?))).collect()
+}
+
+/// Set every slot of a per-CPU `u64` array to zero on every CPU.
+pub(crate) fn zero(map: &mut PerCpuArray<MapData, u64>) -> anyhow::Result<()> {
+    let cpus = map.get(&0, 0)?.len();
+    for index in 0..map.len() {
+        map.set(index, PerCpuValues::try_from(vec![0u64; cpus])?, 0)?;
+    }
+    Ok(())
 }
 
 /// Saturating sum of one slot's per-CPU values.

@@ -37,6 +37,12 @@ impl DropsReader {
         Ok(DropsReader { counts: take_per_cpu_array(ebpf, names::DROP_COUNTS)?, reason_names })
     }
 
+    /// Zero the counts (between the runs of `--repeat`).
+    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+        super::counters::zero(&mut self.counts)?;
+        Ok(())
+    }
+
     /// Non-zero drop counts since start by reason name (`"reason_<n>"` for a value the format
     /// file does not name).
     pub(crate) fn read(&self) -> Result<BTreeMap<String, u64>, MapError> {

@@ -307,6 +307,9 @@ pub struct Probes {
     runqueue: RunqueueReader,
     tls_handshakes: TlsHandshakesReader,
     lost: counters::LostCounters,
+    /// Each attached program's `recursion_misses` at the last [`Probes::reset`] (the kernel's
+    /// counter cannot be zeroed).
+    misses_at_reset: BTreeMap<&'static str, u64>,
     series: Series,
     /// True when start-up found tracefs unmounted and mounted it.
     mounted_tracefs: bool,
@@ -321,6 +324,19 @@ struct Series {
     previous: Option<Cumulative>,
     max_live_time_wait: Option<u64>,
     max_port_ratio: Option<f64>,
+}
+
+impl Series {
+    fn new() -> Series {
+        Series {
+            started: Instant::now(),
+            samples: VecDeque::new(),
+            dropped: 0,
+            previous: None,
+            max_live_time_wait: None,
+            max_port_ratio: None,
+        }
+    }
 }
 
 /// Cumulative counters at one sample.
@@ -481,16 +497,32 @@ impl Probes {
             tgid,
             attached,
             availability,
-            series: Series {
-                started: Instant::now(),
-                samples: VecDeque::new(),
-                dropped: 0,
-                previous: None,
-                max_live_time_wait: None,
-                max_port_ratio: None,
-            },
+            misses_at_reset: BTreeMap::new(),
+            series: Series::new(),
             mounted_tracefs: mounted_now,
         })
+    }
+
+    /// Start counting again from zero, as if just loaded — for the runs of `--repeat`, which
+    /// keep one set of probes (loaded while root) instead of loading again per run. Zeroes
+    /// every count and histogram and the lost counters, takes the programs'
+    /// `recursion_misses` as the new baseline and empties the series; the followed sockets
+    /// and threads (state, not counts) stay.
+    pub fn reset(&mut self) -> anyhow::Result<()> {
+        self.tcp_states.reset()?;
+        self.connect_latency.reset()?;
+        self.sock_events.reset()?;
+        self.drops.reset()?;
+        self.runqueue.reset()?;
+        self.tls_handshakes.reset()?;
+        counters::zero(&mut self.lost.0)?;
+        let mut misses = BTreeMap::new();
+        for &program in &self.attached {
+            misses.insert(program, self.recursion_misses(program)?);
+        }
+        self.misses_at_reset = misses;
+        self.series = Series::new();
+        Ok(())
     }
 
     /// Whether start-up had to mount tracefs (it stays mounted), for the run's notes.
@@ -622,7 +654,9 @@ impl Probes {
         let mut by_reason: BTreeMap<_, _> = lost_reason::NAMES.into_iter().zip(counts).collect();
         let mut misses = 0u64;
         for program in &self.attached {
-            misses = misses.saturating_add(self.recursion_misses(program)?);
+            let since_reset =
+                self.recursion_misses(program)?.saturating_sub(self.misses_at_reset.get(program).copied().unwrap_or(0));
+            misses = misses.saturating_add(since_reset);
         }
         by_reason.insert("recursion_misses", misses);
         Ok(by_reason)

@@ -32,6 +32,12 @@ impl RunqueueReader {
         Ok(RunqueueReader { histogram: take_per_cpu_array(ebpf, names::RUNQ_LATENCY)? })
     }
 
+    /// Zero the counts (between the runs of `--repeat`).
+    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+        super::counters::zero(&mut self.histogram)?;
+        Ok(())
+    }
+
     /// Run-queue delays since start.
     pub(crate) fn read(&self) -> Result<LatencyHistogram, MapError> {
         LatencyHistogram::read(&self.histogram)

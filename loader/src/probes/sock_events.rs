@@ -46,6 +46,12 @@ impl SockEventsReader {
         Ok(SockEventsReader { counts: take_per_cpu_array(ebpf, names::SOCK_EVENTS)? })
     }
 
+    /// Zero the counts (between the runs of `--repeat`).
+    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+        super::counters::zero(&mut self.counts)?;
+        Ok(())
+    }
+
     /// Counts since start.
     pub(crate) fn read(&self) -> Result<SockEvents, MapError> {
         let slots = read_sums(&self.counts, sock_event::SLOTS)?;

@@ -77,6 +77,12 @@ impl TcpStatesReader {
         Ok(TcpStatesReader { counts: take_per_cpu_array(ebpf, names::TCP_STATE_COUNTS)? })
     }
 
+    /// Zero the counts (between the runs of `--repeat`).
+    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+        super::counters::zero(&mut self.counts)?;
+        Ok(())
+    }
+
     /// Every transition count since start.
     pub(crate) fn read(&self) -> Result<Transitions, MapError> {
         Ok(Transitions(read_sums(&self.counts, TRANSITION_SLOTS)?))

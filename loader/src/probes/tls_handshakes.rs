@@ -89,6 +89,13 @@ impl TlsHandshakesReader {
         })
     }
 
+    /// Zero the counts (between the runs of `--repeat`).
+    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+        super::counters::zero(&mut self.counts)?;
+        super::counters::zero(&mut self.histogram)?;
+        Ok(())
+    }
+
     /// Everything since start.
     pub(crate) fn read(&self) -> Result<TlsHandshakes, MapError> {
         let slots = read_sums(&self.counts, tls_event::SLOTS)?;
