@@ -8,7 +8,10 @@
 //! probes on — through the same measuring core as `loader run` (`run::measure`), and judges
 //! each step (`judge.rs`): the loader failed when it stopped keeping its schedule, the target
 //! failed when goodput fell behind while the loader was on time. A second pass steps ×1.05
-//! between the last good and the first failed step, so the figure is known to 5 %. The
+//! between the last good and the first failed step, so the figure is known to 5 %. When the
+//! target failed first, a third pass holds the load above its capacity and takes what the
+//! loader sustained on its own schedule there (`judge::sustained`) as the lower bound — a
+//! throughput averaged over whole holds, steadier than the last passing step. The
 //! certificate (`certificate.rs`) states a ceiling only when the loader was the limit;
 //! otherwise the figure is a lower bound and says what limited it.
 //!
