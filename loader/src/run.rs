@@ -144,7 +144,7 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
     let repeat = plan.capacity.repeat.max(1) as usize;
     let mut runs = Vec::with_capacity(repeat);
     // Loaded by the first run (then root is dropped), reset for each later one.
-    let mut probes = ProbeState::NotLoaded;
+    let mut probes: ProbeState = None;
     for k in 1..=repeat {
         let dir = if repeat > 1 { out_dir.join(format!("run-{k}")) } else { out_dir.clone() };
         privileges.create_dir_all(&dir)?;
@@ -206,15 +206,10 @@ fn run_load(args: &RunArgs) -> anyhow::Result<Outcome> {
     Ok(outcome_of(&combined))
 }
 
-/// The probes across the runs of `--repeat`: loaded once, while root, by the first run.
-enum ProbeState {
-    /// No run has tried yet.
-    NotLoaded,
-    /// Attached; each later run resets them.
-    Loaded(Box<Probes>),
-    /// Not running, and why (`--no-probes`, not privileged, …).
-    Unavailable(String),
-}
+/// The probes across the runs of `--repeat`, loaded once, while root, by the first run:
+/// `None` before it; then attached (each later run resets them) or why not (`--no-probes`,
+/// not privileged, …).
+type ProbeState = Option<Result<Box<Probes>, String>>;
 
 /// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
 fn run_once(
@@ -240,41 +235,36 @@ fn run_once(
         }
         p
     });
-    match probes {
-        ProbeState::NotLoaded => {
-            *probes = if !plan.probes {
-                ProbeState::Unavailable("disabled with --no-probes".to_string())
+    let state = match probes.take() {
+        None => {
+            let loaded = if !plan.probes {
+                Err("disabled with --no-probes".to_string())
             } else {
-                match Probes::start(std::process::id()) {
-                    Ok(p) => ProbeState::Loaded(Box::new(p)),
-                    Err(e) => {
-                        let why = crate::error::one_line(&e);
-                        eprintln!("loader: probes unavailable: {why}");
-                        ProbeState::Unavailable(why)
-                    }
-                }
+                Probes::start(std::process::id()).map(Box::new).map_err(|e| {
+                    let why = crate::error::one_line(&e);
+                    eprintln!("loader: probes unavailable: {why}");
+                    why
+                })
             };
             // Root was needed only to load and attach: later runs reset, never load again.
-            let when = match (&*probes, plan.probes) {
-                (ProbeState::Loaded(_), _) => "after loading probes",
-                (_, true) => "(probes unavailable)",
-                (_, false) => "(probes disabled)",
+            let when = match (&loaded, plan.probes) {
+                (Ok(_), _) => "after loading probes",
+                (Err(_), true) => "(probes unavailable)",
+                (Err(_), false) => "(probes disabled)",
             };
             privileges.drop_now(when)?;
+            loaded
         }
-        ProbeState::Loaded(p) => {
-            if let Err(e) = p.reset() {
-                let why = format!("resetting the probes between runs failed: {}", crate::error::one_line(&e));
-                eprintln!("loader: probes unavailable: {why}");
-                *probes = ProbeState::Unavailable(why);
-            }
-        }
-        ProbeState::Unavailable(_) => {}
-    }
-    let (attached, probe_reason) = match probes {
-        ProbeState::Loaded(p) => (Some(&mut **p), None),
-        ProbeState::Unavailable(why) => (None, Some(why.clone())),
-        ProbeState::NotLoaded => (None, Some("probes were not loaded".to_string())),
+        Some(Ok(mut p)) => p.reset().map(|()| p).map_err(|e| {
+            let why = format!("resetting the probes between runs failed: {}", crate::error::one_line(&e));
+            eprintln!("loader: probes unavailable: {why}");
+            why
+        }),
+        Some(Err(why)) => Err(why),
+    };
+    let (attached, probe_reason) = match probes.insert(state) {
+        Ok(p) => (Some(&mut **p), None),
+        Err(why) => (None, Some(why.clone())),
     };
     println!(
         "loader: {} profile, {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",

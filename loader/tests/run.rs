@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Target, loader_run, out_dir, phase};
+use common::{Target, assert_flag_error, loader_run, out_dir, phase};
 
 fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
@@ -173,12 +173,7 @@ fn bad_input_is_one_line_and_exit_1() {
         (vec!["--url", "localhost:80", "--rate", "5"], "--url"),
         (vec!["--url", "http://127.0.0.1:1/", "--rate", "5", "--header", "nocolon"], "--header"),
     ] {
-        let (output, summary) = loader_run(&args, &out, Duration::from_secs(10));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-        assert!(stderr.starts_with(&format!("loader: error: {key}:")), "{stderr}");
-        assert!(summary.is_none());
+        assert_flag_error(&args, key, &out);
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Target, loader_run, out_dir, phase, root_or_skip};
+use common::{Target, assert_flag_error, loader_run, out_dir, phase, root_or_skip};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -145,12 +145,7 @@ fn tls_flags_are_checked_and_named() {
         (vec!["--url", "https://127.0.0.1:1/", "--rate", "5", "--cacert", "/nonexistent"], "--cacert"),
         (vec!["--url", "https://127.0.0.1:1/", "--rate", "5", "--cacert", "/x", "--insecure"], "--cacert"),
     ] {
-        let (output, summary) = loader_run(&args, &out, Duration::from_secs(10));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-        assert!(stderr.starts_with(&format!("loader: error: {key}:")), "{stderr}");
-        assert!(summary.is_none());
+        assert_flag_error(&args, key, &out);
     }
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
         .args(["target", "--listen", "127.0.0.1:0", "--write-cert", "/tmp/x.pem"])

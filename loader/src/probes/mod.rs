@@ -640,7 +640,7 @@ impl Probes {
             sock_events: self.sock_events.read().unwrap_or_default(),
             drops: self.drops.read().map(|d| d.values().sum()).unwrap_or(0),
             runqueue: self.runqueue.read().unwrap_or_default(),
-            tls_handshakes: self.tls_handshakes.read().map(|t| t.completed()).unwrap_or(0),
+            tls_handshakes: self.tls_handshakes.completed().unwrap_or(0),
             lost: self.lost(),
         }
     }

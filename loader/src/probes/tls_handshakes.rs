@@ -96,6 +96,12 @@ impl TlsHandshakesReader {
         Ok(())
     }
 
+    /// Handshakes completed since start, without reading the histogram (the per-second series).
+    pub(crate) fn completed(&self) -> Result<u64, MapError> {
+        let slots = read_sums(&self.counts, tls_event::SLOTS)?;
+        Ok(slots[tls_event::FULL as usize].saturating_add(slots[tls_event::RESUMED as usize]))
+    }
+
     /// Everything since start.
     pub(crate) fn read(&self) -> Result<TlsHandshakes, MapError> {
         let slots = read_sums(&self.counts, tls_event::SLOTS)?;

@@ -3,20 +3,11 @@
 use std::fmt::Write as _;
 
 use super::summary::{CapacitySummary, PhaseSummary, Summary, Verdict};
+use crate::analysis::step::fmt_ms;
 
 fn errors_cell(p: &PhaseSummary) -> String {
     let parts: Vec<String> = p.errors.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}:{n}")).collect();
     if parts.is_empty() { "0".to_string() } else { parts.join(" ") }
-}
-
-fn ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
 }
 
 /// Render the per-phase table and the run's footer lines.
@@ -46,13 +37,13 @@ pub fn render(s: &Summary) -> String {
             format!("{:.0}", p.offered_rps),
             format!("{:.1}", p.sent_rps),
             format!("{:.1}", p.ok_rps),
-            ms(l.p50),
-            ms(l.p90),
-            ms(l.p95),
-            ms(l.p99),
-            ms(l.p999),
-            ms(l.max),
-            ms(p.send_lag_ms.p99),
+            fmt_ms(l.p50),
+            fmt_ms(l.p90),
+            fmt_ms(l.p95),
+            fmt_ms(l.p99),
+            fmt_ms(l.p999),
+            fmt_ms(l.max),
+            fmt_ms(p.send_lag_ms.p99),
             p.late.to_string(),
             errors_cell(p),
         ]);
@@ -102,23 +93,15 @@ pub fn render(s: &Summary) -> String {
         let _ = writeln!(out, "loader shard CPU p95 {p95:.0}% max {max:.0}% (per shard core)");
     }
     if let Some(c) = &s.loader.certificate {
-        let _ = if c.lower_bound {
-            writeln!(
-                out,
-                "certificate: the highest step sent {:.0}% of the {:.0} req/s this machine is certified for (a lower bound of its ceiling; achieved/certified {:.2})",
-                c.ratio * 100.0,
-                c.ceiling_rps,
-                c.ratio
+        let (rps, ratio) = (c.ceiling_rps, c.ratio);
+        let of = if c.lower_bound {
+            format!(
+                "the {rps:.0} req/s this machine is certified for (a lower bound of its ceiling; achieved/certified {ratio:.2})"
             )
         } else {
-            writeln!(
-                out,
-                "certificate: the highest step sent {:.0}% of this machine's certified ceiling of {:.0} req/s (achieved/ceiling {:.2})",
-                c.ratio * 100.0,
-                c.ceiling_rps,
-                c.ratio
-            )
+            format!("this machine's certified ceiling of {rps:.0} req/s (achieved/ceiling {ratio:.2})")
         };
+        let _ = writeln!(out, "certificate: the highest step sent {:.0}% of {of}", ratio * 100.0);
     }
     if let (Some(start), Some(end), Some(peak)) = (s.loader.rss_mib_start, s.loader.rss_mib_end, s.loader.rss_mib_peak)
     {

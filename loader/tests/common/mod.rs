@@ -147,6 +147,17 @@ pub fn target_via(prefix: &[&str], listen: &str, flags: &[&str]) -> Target {
     target
 }
 
+/// `loader run ARGS` refuses bad input: exit 1, exactly one stderr line
+/// `loader: error: KEY: …`, and no summary.
+pub fn assert_flag_error(args: &[&str], key: &str, out: &std::path::Path) {
+    let (output, summary) = loader_run(args, out, Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with(&format!("loader: error: {key}:")), "{stderr}");
+    assert!(summary.is_none());
+}
+
 /// [`loader_run`] through a wrapper (`PREFIX… loader run ARGS --out DIR --plain`) with extra
 /// environment variables.
 pub fn loader_run_via(
