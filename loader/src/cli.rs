@@ -188,11 +188,23 @@ pub struct RunArgs {
     /// Request body (sent with Content-Length).
     #[arg(long)]
     pub body: Option<String>,
-    /// How long a busy shard may gather sends and completions before waking (default: 0
-    /// below 2000 req/s per shard, 50us above). Sends may leave and completions may be read
-    /// up to this late; `0` makes every wake-up exact at any rate, at a CPU cost.
+    /// How long after the first of them sends may gather before they leave together
+    /// (default: 0 below 20,000 req/s per shard, 50us above). Sends may leave up to this
+    /// late (recorded as send lag); `0` wakes for every send at any rate, at a CPU cost.
     #[arg(long)]
     pub wake_window: Option<String>,
+    /// Largest response head (status line and headers) accepted, e.g. 64KiB (default);
+    /// a larger one fails its request as `protocol`.
+    #[arg(long)]
+    pub max_header: Option<String>,
+    /// Largest response body accepted, e.g. 256MiB (default); a larger one fails its
+    /// request as `protocol`.
+    #[arg(long)]
+    pub max_body: Option<String>,
+    /// Send a non-idempotent request (POST, PATCH, …) again when the server closed its
+    /// reused keep-alive connection before answering (idempotent ones always are, once).
+    #[arg(long)]
+    pub retry_non_idempotent: bool,
     /// Close each connection after its response (from the loader's side) instead of reusing it.
     #[arg(long)]
     pub no_keepalive: bool,

@@ -195,6 +195,19 @@ impl ShardSchedule {
         let total = self.planned[phase];
         if total > self.shard { (total - self.shard).div_ceil(self.shards) } else { 0 }
     }
+
+    /// What is left of this shard's schedule, from the request [`ShardSchedule::peek`] would
+    /// return on: `(phase, requests)` for every phase with some left.
+    pub fn remaining(&self) -> Vec<(usize, u64)> {
+        (self.phase..self.windows.len())
+            .map(|p| {
+                let from = if p == self.phase { self.index } else { self.shard };
+                let total = self.planned[p];
+                (p, if total > from { (total - from).div_ceil(self.shards) } else { 0 })
+            })
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -347,5 +360,26 @@ mod tests {
     fn a_shard_with_no_share_is_empty() {
         let w = win(0.0, 1.0, 1.0);
         assert!(ShardSchedule::new(vec![w], 1, 2).peek().is_none());
+    }
+
+    #[test]
+    fn what_remains_is_what_a_drain_would_still_see() {
+        let windows = vec![win(0.0, 1.0, 1000.0), win(1.0, 2.5, 333.0)];
+        for shard in 0..3 {
+            let mut s = ShardSchedule::new(windows.clone(), shard, 3);
+            for _ in 0..100 {
+                s.advance();
+            }
+            let mut counts = std::collections::BTreeMap::new();
+            for d in drain(s.clone()) {
+                *counts.entry(d.phase).or_insert(0u64) += 1;
+            }
+            assert_eq!(s.remaining(), counts.into_iter().collect::<Vec<_>>(), "shard {shard}");
+        }
+        let mut s = ShardSchedule::new(vec![win(0.0, 0.01, 1000.0)], 0, 1);
+        while s.peek().is_some() {
+            s.advance();
+        }
+        assert!(s.remaining().is_empty());
     }
 }

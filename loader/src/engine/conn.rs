@@ -5,12 +5,8 @@
 //! buffers (`bufring.rs`) and are parsed where they land; a connection keeps bytes of its own
 //! only when a response head is split across chunks.
 
-use super::http1::{Progress, ProtocolError, ResponseParser};
+use super::http1::{Limits, Progress, ProtocolError, ResponseParser};
 use super::tls::Tls;
-
-/// Largest unparsed tail a connection keeps (a response head larger than this is a
-/// protocol error).
-pub const MAX_BUF: usize = 1024 * 1024;
 
 /// What one received chunk did to the response in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,12 +49,19 @@ pub struct InFlight {
     pub request: u16,
     /// When it should have been sent (ns since run start).
     pub intended_ns: u64,
-    /// When it was handed to the kernel (ns since run start).
+    /// When it was handed to the kernel (ns since run start); until then, when the shard
+    /// took it from the schedule.
     pub sent_ns: u64,
+    /// Its deadline: intended time + the client timeout. Not answered by then, it is a
+    /// timeout (or, never sent, dropped), recorded at exactly this instant.
+    pub deadline_ns: u64,
     /// Bytes of the request already written.
     pub written: usize,
     /// It was already retried once after a stale keep-alive connection.
     pub retried: bool,
+    /// When the shard took it from the schedule, the pool had been exhausted since its
+    /// intended time: its lateness up to then is the pool's, not the loader's.
+    pub waited: bool,
 }
 
 /// One connection.
@@ -90,11 +93,13 @@ pub struct Conn {
     pub retry: Option<InFlight>,
     /// TLS state (https targets only; `None` keeps the plain path free of it).
     pub tls: Option<Box<Tls>>,
+    /// Largest response head kept while it arrives.
+    max_head: usize,
 }
 
 impl Conn {
-    /// A closed connection.
-    pub fn new() -> Self {
+    /// A closed connection whose responses must fit `limits`.
+    pub fn new(limits: Limits) -> Self {
         Conn {
             fd: -1,
             generation: 0,
@@ -103,12 +108,13 @@ impl Conn {
             buf: Vec::new(),
             filled: 0,
             recv_armed: false,
-            parser: ResponseParser::new(false),
+            parser: ResponseParser::with_max_body(false, limits.max_body),
             inflight: None,
             served: 0,
             connect_started_ns: 0,
             retry: None,
             tls: None,
+            max_head: limits.max_head,
         }
     }
 
@@ -138,8 +144,10 @@ impl Conn {
     /// Append `data` to the carried-over bytes.
     fn keep(&mut self, data: &[u8]) -> Result<(), ProtocolError> {
         let need = self.filled + data.len();
-        if need > MAX_BUF {
-            return Err(ProtocolError(format!("response head larger than {MAX_BUF} bytes")));
+        if need > self.max_head {
+            return Err(ProtocolError(
+                format!("response head larger than the {} byte limit (--max-header)", self.max_head).into(),
+            ));
         }
         if need > self.buf.len() {
             self.buf.resize(need.next_power_of_two(), 0);
@@ -158,7 +166,7 @@ mod tests {
     fn chunks_of_any_size_frame_one_response_and_keep_only_split_heads() {
         let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n";
         for step in 1..=wire.len() {
-            let mut conn = Conn::new();
+            let mut conn = Conn::new(Limits::default());
             let mut last = Chunk::More;
             for piece in wire.chunks(step) {
                 last = conn.take_chunk(piece).unwrap();
@@ -167,15 +175,30 @@ mod tests {
             assert_eq!(conn.filled, 0, "step {step}");
         }
         // Whole response in one chunk: nothing is copied.
-        let mut conn = Conn::new();
+        let mut conn = Conn::new(Limits::default());
         assert_eq!(conn.take_chunk(wire).unwrap(), Chunk::Done { status: 200, close: false });
         assert!(conn.buf.is_empty());
     }
 
     #[test]
     fn bytes_beyond_the_response_mean_close() {
-        let mut conn = Conn::new();
+        let mut conn = Conn::new(Limits::default());
         let got = conn.take_chunk(b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200").unwrap();
         assert_eq!(got, Chunk::Done { status: 204, close: true });
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_head_fails_as_soon_as_it_passes_the_limit() {
+        let mut conn = Conn::new(Limits { max_head: 1024, max_body: 1 << 20 });
+        let mut head = b"HTTP/1.1 200 OK\r\nX-Big: ".to_vec();
+        head.extend(std::iter::repeat_n(b'a', 600));
+        assert_eq!(conn.take_chunk(&head).unwrap(), Chunk::More);
+        let err = conn.take_chunk(&[b'a'; 600]).unwrap_err();
+        assert_eq!(err.to_string(), "response head larger than the 1024 byte limit (--max-header)");
     }
 }

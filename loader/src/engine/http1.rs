@@ -5,15 +5,41 @@
 //! transfer-encoding (`httparse::parse_chunk_size`), or the connection's close. Body bytes
 //! are counted and dropped, never copied. This module does no I/O and keeps no buffers:
 //! the caller keeps unconsumed bytes and feeds them again with what arrives next.
+//!
+//! A response may be hostile: every failure names what was wrong (the error detail of the
+//! run shows it), and bodies are bounded by [`Limits::max_body`] (the head is bounded by the
+//! caller, which holds its bytes).
 
+use std::borrow::Cow;
 use std::fmt;
 
-/// Most headers a response may carry.
-const MAX_HEADERS: usize = 64;
+/// Most header fields a response may carry.
+pub const MAX_HEADERS: usize = 64;
 
-/// A response that is not valid HTTP/1.x.
+/// Size limits on a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest status line plus header section, bytes.
+    pub max_head: usize,
+    /// Largest body, bytes.
+    pub max_body: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_head: 64 * 1024, max_body: 256 * 1024 * 1024 }
+    }
+}
+
+/// A response that is not valid HTTP/1.x, or breaks a limit; the text says which.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolError(pub String);
+pub struct ProtocolError(pub Cow<'static, str>);
+
+impl ProtocolError {
+    fn new(message: impl Into<Cow<'static, str>>) -> Self {
+        ProtocolError(message.into())
+    }
+}
 
 impl fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -55,12 +81,21 @@ pub struct ResponseParser {
     state: State,
     status: u16,
     close: bool,
+    /// Body bytes of the current response so far (chunked and close-delimited bodies).
+    body: u64,
+    max_body: u64,
 }
 
 impl ResponseParser {
-    /// A parser for responses to `HEAD` (no body) or any other method.
+    /// A parser for responses to `HEAD` (no body) or any other method, with the default
+    /// body limit.
     pub fn new(head_request: bool) -> Self {
-        ResponseParser { head_request, state: State::Head, status: 0, close: false }
+        Self::with_max_body(head_request, Limits::default().max_body)
+    }
+
+    /// A parser whose responses may carry at most `max_body` bytes of body.
+    pub fn with_max_body(head_request: bool, max_body: u64) -> Self {
+        ResponseParser { head_request, state: State::Head, status: 0, close: false, body: 0, max_body }
     }
 
     /// The next response answers a HEAD request (no body) or not.
@@ -73,6 +108,19 @@ impl ResponseParser {
         self.state = State::Head;
         self.status = 0;
         self.close = false;
+        self.body = 0;
+    }
+
+    /// `n` more body bytes of a chunked or close-delimited body.
+    fn count_body(&mut self, n: u64) -> Result<(), ProtocolError> {
+        self.body += n;
+        if self.body > self.max_body {
+            return Err(ProtocolError::new(format!(
+                "response body larger than the {} byte limit (--max-body)",
+                self.max_body
+            )));
+        }
+        Ok(())
     }
 
     /// No byte of the current response has been consumed yet.
@@ -114,11 +162,17 @@ impl ResponseParser {
                         at += n;
                         self.state = State::ChunkData { remaining: size };
                     }
-                    Ok(httparse::Status::Partial) => return Ok((at, Progress::More)),
-                    Err(_) => return Err(ProtocolError("invalid chunk size line".into())),
+                    Ok(httparse::Status::Partial) => {
+                        if rest.len() > MAX_CHUNK_LINE {
+                            return Err(ProtocolError::new("chunk size line longer than 1024 bytes"));
+                        }
+                        return Ok((at, Progress::More));
+                    }
+                    Err(_) => return Err(ProtocolError::new("invalid chunk size line")),
                 },
                 State::ChunkData { remaining } => {
                     let take = remaining.min(rest.len() as u64);
+                    self.count_body(take)?;
                     at += take as usize;
                     if take < remaining {
                         self.state = State::ChunkData { remaining: remaining - take };
@@ -131,7 +185,7 @@ impl ResponseParser {
                         return Ok((at, Progress::More));
                     }
                     if &rest[..2] != b"\r\n" {
-                        return Err(ProtocolError("chunk data not followed by CRLF".into()));
+                        return Err(ProtocolError::new("chunk data not followed by CRLF"));
                     }
                     at += 2;
                     self.state = State::ChunkSize;
@@ -139,6 +193,9 @@ impl ResponseParser {
                 State::Trailers => {
                     // Trailer lines until an empty line.
                     let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else {
+                        if rest.len() > MAX_CHUNK_LINE {
+                            return Err(ProtocolError::new("trailer line longer than 1024 bytes"));
+                        }
                         return Ok((at, Progress::More));
                     };
                     at += eol + 2;
@@ -146,7 +203,10 @@ impl ResponseParser {
                         return Ok((at, self.done()));
                     }
                 }
-                State::UntilClose => return Ok((buf.len(), Progress::More)),
+                State::UntilClose => {
+                    self.count_body(rest.len() as u64)?;
+                    return Ok((buf.len(), Progress::More));
+                }
             }
         }
     }
@@ -164,7 +224,13 @@ impl ResponseParser {
         let n = match resp.parse(buf) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(None),
-            Err(e) => return Err(ProtocolError(format!("invalid response head: {e}"))),
+            Err(httparse::Error::TooManyHeaders) => {
+                return Err(ProtocolError::new(format!(
+                    "{} header fields, more than {MAX_HEADERS}",
+                    header_lines(buf)
+                )));
+            }
+            Err(e) => return Err(ProtocolError::new(format!("invalid response head: {e}"))),
         };
         let status = resp.code.unwrap_or(0);
         if (100..200).contains(&status) && status != 101 {
@@ -174,16 +240,23 @@ impl ResponseParser {
         let http10 = resp.version == Some(0);
         let mut content_length = None;
         let mut chunked = false;
+        let mut transfer_encoding = false;
         let mut close = http10;
         for h in resp.headers.iter() {
             if h.name.eq_ignore_ascii_case("content-length") {
-                let v = std::str::from_utf8(h.value).ok().and_then(|s| s.trim().parse::<u64>().ok());
-                match (v, content_length) {
-                    (Some(v), None) => content_length = Some(v),
-                    (Some(v), Some(prev)) if v == prev => {}
-                    _ => return Err(ProtocolError("invalid or conflicting Content-Length".into())),
+                let text = String::from_utf8_lossy(h.value);
+                let Some(v) = text.trim().parse::<u64>().ok() else {
+                    return Err(ProtocolError::new(format!("invalid Content-Length: {:.40}", text.trim())));
+                };
+                match content_length {
+                    None => content_length = Some(v),
+                    Some(prev) if v == prev => {}
+                    Some(prev) => {
+                        return Err(ProtocolError::new(format!("conflicting Content-Length headers ({prev} and {v})")));
+                    }
                 }
             } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                transfer_encoding = true;
                 chunked = h.value.rsplit(|&b| b == b',').next().is_some_and(|last| {
                     std::str::from_utf8(last).is_ok_and(|s| s.trim().eq_ignore_ascii_case("chunked"))
                 });
@@ -199,13 +272,22 @@ impl ResponseParser {
             }
         }
         self.status = status;
-        self.close = close;
+        // RFC 9112 §6.3: Transfer-Encoding overrides Content-Length, and a message with both
+        // may be smuggling — its connection is not reused. A 101 the loader never asked for
+        // leaves a connection that no longer speaks HTTP/1.1.
+        self.close = close || (transfer_encoding && content_length.is_some()) || status == 101;
         let bodiless = self.head_request || status == 204 || status == 304 || status == 101;
         self.state = if bodiless {
             State::Body { remaining: 0 }
         } else if chunked {
             State::ChunkSize
         } else if let Some(len) = content_length {
+            if len > self.max_body {
+                return Err(ProtocolError::new(format!(
+                    "Content-Length {len} is larger than the {} byte body limit (--max-body)",
+                    self.max_body
+                )));
+            }
             State::Body { remaining: len }
         } else {
             self.close = true;
@@ -213,6 +295,15 @@ impl ResponseParser {
         };
         Ok(Some(n))
     }
+}
+
+/// Longest chunk-size or trailer line accepted.
+const MAX_CHUNK_LINE: usize = 1024;
+
+/// Header lines in what arrived of a head (status line excluded), for the error message.
+fn header_lines(buf: &[u8]) -> usize {
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").map_or(buf.len(), |p| p + 2);
+    buf[..end].windows(2).filter(|w| w == b"\r\n").count().saturating_sub(1)
 }
 
 #[cfg(test)]
@@ -310,5 +401,52 @@ mod tests {
         assert!(p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n").is_err());
         let mut p = ResponseParser::new(false);
         assert!(p.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
+    }
+
+    #[test]
+    fn hostile_heads_fail_with_a_message_that_names_the_problem() {
+        let mut wire = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..5000 {
+            wire.extend_from_slice(format!("X-{i}: y\r\n").as_bytes());
+        }
+        wire.extend_from_slice(b"\r\n");
+        let err = ResponseParser::new(false).feed(&wire).unwrap_err();
+        assert_eq!(err.to_string(), "5000 header fields, more than 64");
+        let err = ResponseParser::new(false).feed(b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n").unwrap_err();
+        assert_eq!(err.to_string(), "invalid Content-Length: -5");
+        let err = ResponseParser::new(false)
+            .feed(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+            .unwrap_err();
+        assert_eq!(err.to_string(), "conflicting Content-Length headers (1 and 2)");
+        let err = ResponseParser::new(false).feed(b"HTTP/1.1 2OO OK\r\n\r\n").unwrap_err();
+        assert!(err.to_string().starts_with("invalid response head"), "{err}");
+    }
+
+    #[test]
+    fn bodies_are_bounded_however_they_are_framed() {
+        let mut p = ResponseParser::with_max_body(false, 10);
+        let err = p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n").unwrap_err();
+        assert!(err.to_string().contains("body limit"), "{err}");
+        let mut p = ResponseParser::with_max_body(false, 10);
+        let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n8\r\n12345678\r\n";
+        assert!(p.feed(wire).is_err());
+        let mut p = ResponseParser::with_max_body(false, 10);
+        let (_, prog) = p.feed(b"HTTP/1.1 200 OK\r\n\r\n0123456789").unwrap();
+        assert_eq!(prog, Progress::More);
+        assert!(p.feed(b"x").is_err());
+        // Exactly at the limit is fine, and the count starts again for the next response.
+        let mut p = ResponseParser::with_max_body(false, 10);
+        let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n0\r\n\r\n";
+        assert_eq!(p.feed(wire).unwrap().1, Progress::Done { status: 200, close: false });
+        p.reset();
+        assert_eq!(p.feed(wire).unwrap().1, Progress::Done { status: 200, close: false });
+    }
+
+    #[test]
+    fn an_endless_chunk_line_fails_instead_of_waiting_for_ever() {
+        let mut p = ResponseParser::new(false);
+        let mut wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        wire.extend(std::iter::repeat_n(b'1', 2000));
+        assert!(p.feed(&wire).is_err());
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! Each shard owns its connections, its share of the schedule ([`ShardSchedule`]) and its
 //! [`ShardRecord`]; shards share nothing on the hot path but a stop flag and a few
-//! relaxed counters for the live progress line. The loop itself is in `shard.rs`, the
-//! per-connection state in `conn.rs`, response framing in [`http1`], TLS (https targets) in
-//! [`tls`].
+//! relaxed counters for the live progress line. The loop itself is in `shard.rs` (its TLS
+//! side in `shard_tls.rs`), when it sleeps in `pace.rs`, pool-wait attribution in `pool.rs`,
+//! kernel receive timestamps in `rxtime.rs`, the per-connection state in `conn.rs`, response
+//! framing in [`http1`], TLS sessions (https targets) in [`tls`].
 //!
 //! Why the `io-uring` crate directly rather than tokio-uring: the schedule needs wake-ups
 //! with sub-millisecond precision (tokio's timer wheel has 1 ms slots, which would add up
@@ -18,7 +19,11 @@
 mod bufring;
 mod conn;
 pub mod http1;
+pub mod pace;
+mod pool;
+mod rxtime;
 mod shard;
+mod shard_tls;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -29,16 +34,25 @@ use std::time::{Duration, Instant};
 use crate::record::ShardRecord;
 use crate::schedule::{ShardSchedule, Window};
 
-/// The run's time base: nanoseconds since the run's start instant.
+/// The run's time base: nanoseconds since the run's start instant, on `CLOCK_MONOTONIC`
+/// (the clock of `Instant`, of io_uring's absolute timeouts and of the probes).
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     start: Instant,
+    /// `start` as `CLOCK_MONOTONIC` nanoseconds.
+    start_mono_ns: u64,
 }
 
 impl Clock {
     /// A clock whose zero is `start` (may lie in the future).
     pub fn new(start: Instant) -> Self {
-        Clock { start }
+        let (mono, now) = (monotonic_ns(), Instant::now());
+        let start_mono_ns = if start >= now {
+            mono + start.duration_since(now).as_nanos() as u64
+        } else {
+            mono.saturating_sub(now.duration_since(start).as_nanos() as u64)
+        };
+        Clock { start, start_mono_ns }
     }
 
     /// The zero instant.
@@ -49,8 +63,23 @@ impl Clock {
     /// Nanoseconds since start; 0 before it.
     #[inline]
     pub fn now_ns(&self) -> u64 {
-        Instant::now().saturating_duration_since(self.start).as_nanos() as u64
+        monotonic_ns().saturating_sub(self.start_mono_ns)
     }
+
+    /// `at_ns` (since start) as an absolute `CLOCK_MONOTONIC` time.
+    #[inline]
+    pub fn absolute(&self, at_ns: u64) -> Duration {
+        Duration::from_nanos(self.start_mono_ns.saturating_add(at_ns))
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, ns.
+#[inline]
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes a timespec; CLOCK_MONOTONIC always exists (vDSO).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Counters a shard publishes for the live progress line (relaxed stores, once per loop).
@@ -108,28 +137,15 @@ pub struct ShardConfig {
     pub live: Arc<Live>,
     /// Expected run length in seconds (sizes the per-second series up front).
     pub seconds: usize,
-    /// Wake-up window: see [`wake_window`].
-    pub wake_window: Duration,
+    /// When the shard sleeps: see [`pace`].
+    pub pace: pace::Pace,
     /// TLS client for an https target (`None`: plain HTTP).
     pub tls: Option<tls::TlsClient>,
-}
-
-/// Per-shard rate from which the shard batches its wake-ups.
-const BATCH_FROM_RATE: f64 = 2000.0;
-/// The wake-up window used then.
-const BATCH_WINDOW: Duration = Duration::from_micros(50);
-
-/// How long a shard may let completions and due sends gather before it wakes.
-///
-/// Every wake-up of a sleeping shard costs a timer and a context switch (a few µs in a
-/// VM); at tens of thousands of requests per second per shard, waking once per send and
-/// once per response costs more CPU than the HTTP work. Above [`BATCH_FROM_RATE`] per
-/// shard the loop therefore sleeps at least 50 µs and lets the kernel hold completions up
-/// to 50 µs (`min_wait`), so sends may leave up to 50 µs late (recorded as send lag, and
-/// in the latency, which counts from the intended time) and completion times may read up
-/// to 50 µs late. Below it — where wake-ups are cheap — timing is exact.
-pub fn wake_window(rate_per_shard: f64) -> Duration {
-    if rate_per_shard >= BATCH_FROM_RATE { BATCH_WINDOW } else { Duration::ZERO }
+    /// Size limits on responses.
+    pub limits: http1::Limits,
+    /// Send a non-idempotent request (POST, PATCH…) again after a stale keep-alive
+    /// connection closed under it (`--retry-non-idempotent`); idempotent ones always are.
+    pub retry_non_idempotent: bool,
 }
 
 /// The run's requests, encoded once, shared read-only by every shard.
@@ -139,6 +155,9 @@ pub struct RequestTable {
     pub bytes: Vec<Box<[u8]>>,
     /// Whether each request is HEAD (its responses have no body).
     pub head: Vec<bool>,
+    /// Whether each request's method is idempotent (RFC 9110 §9.2.2: GET, HEAD, PUT,
+    /// DELETE, OPTIONS, TRACE), so it may be sent again after a stale connection.
+    pub idempotent: Vec<bool>,
     /// Request `i` of a phase is `mix[i % mix.len()]`.
     pub mix: Vec<u16>,
 }
@@ -154,8 +173,11 @@ impl RequestTable {
 /// How a shard ended.
 #[derive(Debug)]
 pub struct ShardResult {
-    /// What it measured.
+    /// What it measured — also when it failed part-way (`error`).
     pub record: ShardRecord,
+    /// Why the shard stopped early, if it failed; what it measured until then is in
+    /// `record`, every unfinished request accounted as `aborted` or `unsent`.
+    pub error: Option<EngineError>,
     /// When it saw the stop flag (ns since start), if the flag stopped it before its
     /// schedule ended.
     pub stopped_at_ns: Option<u64>,
@@ -179,6 +201,13 @@ pub enum EngineError {
 }
 
 /// Run a shard on the current thread until its schedule is done (or stop is raised).
+/// Fails only when the shard cannot start (no io_uring); once running, a failure ends it
+/// with what it measured in the result.
 pub fn run_shard(cfg: ShardConfig) -> Result<ShardResult, EngineError> {
-    shard::Shard::new(cfg)?.run()
+    Ok(shard::Shard::new(cfg)?.run())
+}
+
+/// Whether `method` is idempotent (RFC 9110 §9.2.2).
+pub fn is_idempotent(method: &str) -> bool {
+    matches!(method.to_ascii_uppercase().as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE")
 }

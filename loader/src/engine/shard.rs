@@ -1,99 +1,122 @@
-//! The shard loop: dispatch what is due, reap completions, sleep exactly until the next
-//! intended send time — one `io_uring_enter` per turn for all of it.
+//! The shard loop: send what is due, read what arrived, sleep until the next send — one
+//! `io_uring_enter` per turn for all of it.
 //!
-//! A request is due at its intended time. If a connection is idle it is sent at once;
-//! if one is closed, it is opened for the request; if the pool is exhausted the request
-//! waits at the head of the schedule (its latency keeps counting from the intended time)
-//! and is dropped — recorded at its deadline — once it has waited a full timeout.
-//! Requests are never skipped silently.
+//! A request is due at its intended time. If a connection is idle it is sent at once; if one
+//! is closed, it is opened for the request; if the pool is exhausted the request waits at
+//! the head of the schedule (its latency keeps counting from the intended time). Every
+//! request has one deadline, its intended time plus the client timeout: not sent by then it
+//! is `dropped`, sent and not answered by then it is a `timeout`, both recorded at exactly
+//! the deadline. When the run stops (interrupt, emergency stop) or the shard fails, what is
+//! in flight or waiting is recorded as `aborted` and what was not yet due as `unsent`, so
+//! every planned request is accounted for. Requests are never skipped silently.
 //!
-//! On an https target a connection handshakes after connect (state `Handshaking`; a request
-//! that opened it waits in it), and its sends and receives go through rustls (`tls.rs`):
-//! the TLS branches hang off `Conn::tls`, which is `None` on plain HTTP.
+//! When the shard sleeps and what wakes it is `pace.rs`; response times come from the
+//! kernel's receive stamps (`rxtime.rs`), so reading a response later does not move its
+//! latency. Each send records how late it left and how much of that was the shard's own
+//! doing (see `record::PhaseRecord::own_lag`).
+//!
+//! On an https target a connection handshakes after connect; that side of the loop is in
+//! `shard_tls.rs` and hangs off `Conn::tls`, which is `None` on plain HTTP.
 
-use std::io::{BufRead as _, Write as _};
+use std::borrow::Cow;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
-use probes_ebpf::tls_outcome;
-use rustls::HandshakeKind;
 
 use super::bufring::BufRing;
 use super::conn::{Chunk, Conn, InFlight, State};
 use super::http1::Progress;
-use super::tls::{self, Tls, TlsClient};
+use super::pace::{self, Lateness, Pace, Situation, Sleep};
+use super::pool::PoolWatch;
+use super::rxtime::{self, Realtime};
+use super::tls::TlsClient;
 use super::{Clock, EngineError, Live, ShardConfig, ShardResult};
 use crate::record::{ErrorClass, ShardRecord};
 use crate::schedule::{Due, ShardSchedule};
 
-const OP_CONNECT: u64 = 1;
-const OP_SEND: u64 = 2;
-const OP_RECV: u64 = 3;
-/// Longest single wait, so the stop flag is seen promptly even when nothing is due.
-const MAX_WAIT_NS: u64 = 50_000_000;
+pub(super) const OP_CONNECT: u64 = 1;
+pub(super) const OP_SEND: u64 = 2;
+pub(super) const OP_RECV: u64 = 3;
 /// Longest wait for in-flight answers after a stop.
 const MAX_DRAIN_NS: u64 = 1_000_000_000;
-/// How often in-flight requests are checked against the client timeout.
-const EXPIRE_EVERY_NS: u64 = 10_000_000;
-/// Size of each provided receive buffer.
+/// Size of each provided receive buffer (header, timestamp and payload).
 const RECV_BUF: usize = 16 * 1024;
 /// Buffer group id of the shard's provided buffers.
 const RECV_GROUP: u16 = 0;
 
 #[inline]
-fn user_data(conn: usize, generation: u32, op: u64) -> u64 {
+pub(super) fn user_data(conn: usize, generation: u32, op: u64) -> u64 {
     ((conn as u64) << 32) | (u64::from(generation & 0x00ff_ffff) << 8) | op
 }
 
 /// A shard: its ring, connections, schedule share and record.
 ///
 /// Field order matters: `ring` is dropped first, so no operation can outlive the
-/// buffers it points into (`bufs`, the request, the sockaddr).
+/// buffers it points into (`bufs`, the request, the sockaddr, the receive header).
 pub struct Shard {
-    ring: IoUring,
-    bufs: BufRing,
-    conns: Vec<Conn>,
+    pub(super) ring: IoUring,
+    pub(super) bufs: BufRing,
+    pub(super) conns: Vec<Conn>,
     /// Connected connections with nothing in flight.
-    idle: Vec<usize>,
+    pub(super) idle: Vec<usize>,
     /// Connections without a socket, ready to be opened.
-    closed: Vec<usize>,
+    pub(super) closed: Vec<usize>,
     sockaddr: Box<libc::sockaddr_storage>,
     sockaddr_len: libc::socklen_t,
     family: i32,
-    requests: Arc<super::RequestTable>,
+    /// The `msghdr` every multishot receive names (layout of the provided buffers).
+    rx_header: Box<libc::msghdr>,
+    pub(super) requests: Arc<super::RequestTable>,
     /// TLS client of an https target; `None` for plain HTTP.
-    tls: Option<TlsClient>,
-    keepalive: bool,
+    pub(super) tls: Option<TlsClient>,
+    pub(super) keepalive: bool,
+    retry_non_idempotent: bool,
     timeout_ns: u64,
     schedule: ShardSchedule,
-    clock: Clock,
+    pub(super) clock: Clock,
     stop: Arc<AtomicBool>,
     live: Arc<Live>,
-    record: ShardRecord,
+    pub(super) record: ShardRecord,
     /// Requests handed to a connection and not yet finished.
-    in_flight: u32,
+    pub(super) in_flight: u32,
     /// Sockets connected now.
-    open: u32,
+    pub(super) open: u32,
     sent: u64,
     ok: u64,
-    errors: u64,
+    pub(super) errors: u64,
     /// When the last request was handed to the kernel (ns since start).
     last_send_ns: Option<u64>,
-    /// Last time the head of the schedule found no connection (ns since start).
-    last_exhausted_ns: Option<u64>,
+    /// Since when no connection has been free (pool-wait attribution).
+    pool: PoolWatch,
+    /// The wake-up strategy for this shard's rate.
+    pace: Pace,
+    /// How late timer wake-ups end, for waking early.
+    lateness: Lateness,
+    /// When the shard last woke up (ns since start).
+    woke_at: u64,
+    /// Earliest deadline of anything in flight (`u64::MAX`: none).
+    next_deadline: u64,
+    /// The last turn read part of a response and more of it is on its way.
+    pub(super) streaming: bool,
+    /// Wall clock to run clock, for the kernel's receive stamps.
+    realtime: Realtime,
     cqes: Vec<(u64, i32, u32)>,
-    /// Batching window (0 = exact wake-ups); see `engine::wake_window`.
-    wake_window_ns: u64,
-    /// The kernel can hold completions for a minimum wait (`IORING_FEAT_MIN_TIMEOUT`).
-    min_timeout: bool,
+    /// Entries that found the submission queue full; submitted first thing next turn.
+    backlog: Vec<squeue::Entry>,
+    /// Completion queue size: a wait for this many completions is a wait for the timer.
+    cq_entries: usize,
+    /// The kernel takes absolute timeouts (`IORING_ENTER_ABS_TIMER`, Linux 6.12+).
+    abs_timer: bool,
 }
 
 fn new_ring(entries: u32) -> Result<IoUring, EngineError> {
     // Deferred task-run keeps completion work on this thread and batched into our own
-    // io_uring_enter calls; fall back for kernels that lack it (< 6.1).
+    // io_uring_enter calls — and lets a wait for the timer sleep through completions, which
+    // only wake the thread once as many have gathered as it asked for. Fall back for
+    // kernels that lack it (< 6.1).
     let cq = entries * 2;
     IoUring::builder()
         .setup_single_issuer()
@@ -135,13 +158,27 @@ fn sockaddr_of(addr: std::net::SocketAddr) -> (libc::sockaddr_storage, libc::soc
     }
 }
 
-/// Map a negative io_uring result (an errno) to a failure class.
-fn class_of_errno(errno: i32) -> ErrorClass {
-    match errno {
-        libc::ECONNREFUSED | libc::ENETUNREACH | libc::EHOSTUNREACH | libc::EADDRNOTAVAIL => ErrorClass::Connect,
+/// The class and message of a failed socket operation (`errno`, positive).
+pub(super) fn class_of_errno(errno: i32) -> (ErrorClass, Cow<'static, str>) {
+    let class = match errno {
+        libc::ECONNREFUSED | libc::ENETUNREACH | libc::EHOSTUNREACH | libc::EADDRNOTAVAIL | libc::EADDRINUSE => {
+            ErrorClass::Connect
+        }
         libc::ETIMEDOUT => ErrorClass::Timeout,
-        _ => ErrorClass::Reset,
-    }
+        libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED | libc::ENOTCONN | libc::ESHUTDOWN => ErrorClass::Reset,
+        _ => ErrorClass::IoError,
+    };
+    let message = match errno {
+        libc::ECONNREFUSED => Cow::Borrowed("connection refused (ECONNREFUSED)"),
+        libc::ECONNRESET => Cow::Borrowed("connection reset by peer (ECONNRESET)"),
+        libc::EPIPE => Cow::Borrowed("broken pipe: the peer closed the connection (EPIPE)"),
+        libc::EADDRNOTAVAIL => Cow::Borrowed("no free local port for a new connection (EADDRNOTAVAIL)"),
+        libc::ETIMEDOUT => Cow::Borrowed("the kernel timed the connection out (ETIMEDOUT)"),
+        libc::EHOSTUNREACH => Cow::Borrowed("no route to host (EHOSTUNREACH)"),
+        libc::ENETUNREACH => Cow::Borrowed("network unreachable (ENETUNREACH)"),
+        _ => Cow::Owned(format!("{} (errno {errno})", std::io::Error::from_raw_os_error(errno))),
+    };
+    (class, message)
 }
 
 impl Shard {
@@ -152,7 +189,8 @@ impl Shard {
         let buffers = (cfg.connections as u32).next_power_of_two().clamp(64, 1024) as u16;
         let bufs = BufRing::new(&ring.submitter(), buffers, RECV_BUF, RECV_GROUP).map_err(EngineError::Ring)?;
         let (storage, sockaddr_len, family) = sockaddr_of(cfg.addr);
-        let conns: Vec<Conn> = (0..cfg.connections).map(|_| Conn::new()).collect();
+        let conns: Vec<Conn> = (0..cfg.connections).map(|_| Conn::new(cfg.limits)).collect();
+        let cq_entries = ring.params().cq_entries() as usize;
         Ok(Shard {
             ring,
             bufs,
@@ -162,9 +200,11 @@ impl Shard {
             sockaddr: Box::new(storage),
             sockaddr_len,
             family,
+            rx_header: Box::new(rxtime::header()),
             requests: cfg.requests,
             tls: cfg.tls,
             keepalive: cfg.keepalive,
+            retry_non_idempotent: cfg.retry_non_idempotent,
             timeout_ns: cfg.timeout.as_nanos() as u64,
             record: ShardRecord::new(cfg.windows, cfg.seconds),
             schedule: cfg.schedule,
@@ -176,64 +216,130 @@ impl Shard {
             sent: 0,
             ok: 0,
             errors: 0,
-            last_exhausted_ns: None,
             last_send_ns: None,
-            cqes: Vec::with_capacity(entries as usize * 2),
-            wake_window_ns: cfg.wake_window.as_nanos() as u64,
-            min_timeout: false,
-        }
-        .with_features())
+            pool: PoolWatch::default(),
+            pace: cfg.pace,
+            lateness: Lateness::default(),
+            woke_at: 0,
+            next_deadline: u64::MAX,
+            streaming: false,
+            realtime: Realtime::default(),
+            cqes: Vec::with_capacity(cq_entries),
+            backlog: Vec::new(),
+            cq_entries,
+            abs_timer: true,
+        })
     }
 
-    fn with_features(mut self) -> Self {
-        self.min_timeout = self.ring.params().is_feature_min_timeout();
-        self
-    }
-
-    /// Open the pool, wait for the start instant, then run the schedule to its end.
-    pub fn run(mut self) -> Result<ShardResult, EngineError> {
+    /// Open the pool, wait for the start instant, then run the schedule to its end. Never
+    /// fails: a failure part-way ends the shard with what it measured and the error.
+    pub fn run(mut self) -> ShardResult {
         // Let hrtimer waits end when asked, not up to 50 µs later (the default slack).
         // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
         // When the stop flag rises (interrupt, emergency stop) nothing more is sent; answers
         // already on their way are still awaited, for at most `drain_ns`.
         let drain_ns = self.timeout_ns.min(MAX_DRAIN_NS);
-        let mut stopped_at = self.open_pool()?.then_some(0);
-        let mut next_expire = 0;
-        loop {
+        let mut stopped_at = None;
+        let result = self.open_pool().and_then(|stopped| {
+            if stopped {
+                stopped_at = Some(0);
+                return Ok(());
+            }
+            self.turns(&mut stopped_at, drain_ns)
+        });
+        let error = result.err();
+        if stopped_at.is_some() || error.is_some() {
             let now = self.clock.now_ns();
-            if stopped_at.is_none() && self.stop.load(Ordering::Relaxed) {
-                stopped_at = Some(now);
-            }
-            match stopped_at {
-                Some(at) if self.in_flight == 0 || now >= at + drain_ns => break,
-                Some(_) => {}
-                None => self.dispatch(now),
-            }
-            if now >= next_expire {
-                self.expire(now);
-                next_expire = now + EXPIRE_EVERY_NS;
-            }
-            if stopped_at.is_none() && self.schedule.peek().is_none() && self.in_flight == 0 {
-                break;
-            }
-            let wake = match stopped_at {
-                Some(at) => (at + drain_ns).min(next_expire).min(now + MAX_WAIT_NS),
-                None => self.next_wake(now, next_expire).max(now + self.wake_window_ns),
-            };
-            self.wait(wake.saturating_sub(self.clock.now_ns()))?;
-            self.reap();
-            self.publish();
+            self.account_unfinished(now, stopped_at.unwrap_or(now));
         }
-        self.record.abandoned += u64::from(self.in_flight);
-        self.shut_down()?;
+        // Sockets are closed whatever happened; a failure to wait for that is not news.
+        let _ = self.shut_down();
         self.publish();
         let last_send_ns = self.last_send_ns;
         let Shard { ring, bufs, conns, record, .. } = self;
         drop(ring);
         drop(conns);
         drop(bufs);
-        Ok(ShardResult { record, stopped_at_ns: stopped_at, last_send_ns })
+        ShardResult { record, error, stopped_at_ns: stopped_at, last_send_ns }
+    }
+
+    /// The loop proper, until the schedule is done (and answered) or the run stops and its
+    /// drain ends.
+    fn turns(&mut self, stopped_at: &mut Option<u64>, drain_ns: u64) -> Result<(), EngineError> {
+        loop {
+            let now = self.clock.now_ns();
+            if stopped_at.is_none() && self.stop.load(Ordering::Relaxed) {
+                *stopped_at = Some(now);
+            }
+            match *stopped_at {
+                Some(at) if self.in_flight == 0 || now >= at + drain_ns => return Ok(()),
+                Some(_) => {}
+                None => self.dispatch(now),
+            }
+            if now >= self.next_deadline {
+                self.expire(now);
+            }
+            if stopped_at.is_none() && self.schedule.peek().is_none() && self.in_flight == 0 {
+                return Ok(());
+            }
+            let situation = self.situation(now, stopped_at.map(|at| at + drain_ns));
+            let sleep = pace::plan(&situation, &self.pace, self.lateness.early(self.pace.early_cap_ns));
+            self.wait(&sleep)?;
+            let mut woke = self.clock.now_ns();
+            // The kernel reports the number submitted rather than the timeout when this enter
+            // also submitted work, so a wake-up at or past the target counts as the timer's.
+            let timed_out = woke >= sleep.until;
+            if timed_out {
+                let late = woke - sleep.until;
+                self.record.on_wake(late);
+                self.lateness.observe(late);
+            }
+            if timed_out
+                && let Some(due) = sleep.spin_to
+                && due.saturating_sub(woke) <= self.pace.early_cap_ns
+            {
+                woke = self.spin_until(due, woke);
+            }
+            self.woke_at = woke;
+            self.realtime.sync(woke);
+            // Sends first: reading responses must not delay what is due.
+            if stopped_at.is_none() {
+                self.dispatch(woke);
+            }
+            self.reap(woke);
+            self.publish();
+        }
+    }
+
+    /// What `pace::plan` needs to know now.
+    fn situation(&self, now: u64, draining_until: Option<u64>) -> Situation {
+        let head = self.schedule.peek();
+        let due_waits = head.is_some_and(|d| d.intended_ns <= now);
+        let mut deadline = self.next_deadline;
+        if let Some(d) = head.filter(|_| due_waits) {
+            deadline = deadline.min(d.intended_ns + self.timeout_ns);
+        }
+        let draining_until = draining_until.or_else(|| head.is_none().then_some(u64::MAX));
+        Situation {
+            now,
+            next_due: head.map(|d| d.intended_ns),
+            due_waits,
+            deadline: if self.backlog.is_empty() { deadline } else { now },
+            in_flight: self.in_flight,
+            free: self.idle.len() + self.closed.len(),
+            streaming: self.streaming,
+            draining_until,
+        }
+    }
+
+    /// Busy-wait from `now` to `due` (bounded by the pace's early cap), returning the time.
+    fn spin_until(&self, due: u64, mut now: u64) -> u64 {
+        while now < due {
+            std::hint::spin_loop();
+            now = self.clock.now_ns();
+        }
+        now
     }
 
     /// Connect every connection before the start instant; true if stopped meanwhile.
@@ -250,9 +356,14 @@ impl Shard {
             if now >= start {
                 return Ok(false);
             }
-            let left = start - now;
-            self.wait(left.min(Duration::from_nanos(MAX_WAIT_NS)).as_nanos() as u64)?;
-            self.reap();
+            // The run's clock reads 0 until the start: wait on the absolute clock.
+            let left = (start - now).min(Duration::from_nanos(pace::MAX_WAIT_NS));
+            self.flush_backlog();
+            self.enter_for(left, 1)?;
+            let now = self.clock.now_ns();
+            self.woke_at = now;
+            self.realtime.sync(now);
+            self.reap(now);
             self.publish();
         }
     }
@@ -263,80 +374,148 @@ impl Shard {
             if due.intended_ns > now {
                 break;
             }
-            if let Some(c) = self.idle.pop() {
-                let waited = self.last_exhausted_ns.is_some_and(|t| t >= due.intended_ns);
+            let deadline = due.intended_ns + self.timeout_ns;
+            if now >= deadline {
+                // Its deadline passed before any connection came free: never sent.
+                self.record.on_failure(
+                    due.phase,
+                    due.intended_ns,
+                    deadline,
+                    ErrorClass::Dropped,
+                    Cow::Borrowed("no connection came free before its deadline (intended time + timeout)"),
+                );
+                self.errors += 1;
+            } else if let Some(c) = self.idle.pop() {
                 self.in_flight += 1;
-                let f = InFlight::new(due, self.requests.pick(due.index), now);
-                self.send_request(c, f, waited);
+                let f = self.take(due, now, deadline);
+                self.note_deadline(deadline);
+                self.send_request(c, f, f.waited);
             } else if let Some(c) = self.closed.pop() {
                 self.in_flight += 1;
-                let f = InFlight::new(due, self.requests.pick(due.index), now);
+                let f = self.take(due, now, deadline);
                 self.start_connect(c, Some(f), now);
-            } else if now >= due.intended_ns + self.timeout_ns {
-                self.last_exhausted_ns = Some(now);
-                let deadline = due.intended_ns + self.timeout_ns;
-                self.record.on_failure(due.phase, due.intended_ns, deadline, ErrorClass::Dropped);
-                self.errors += 1;
             } else {
-                self.last_exhausted_ns = Some(now);
+                self.pool.exhausted(now);
                 break;
             }
             self.schedule.advance();
         }
+        if self.idle.is_empty() && self.closed.is_empty() {
+            self.pool.exhausted(now);
+        } else {
+            self.pool.free();
+        }
     }
 
-    fn next_wake(&self, now: u64, next_expire: u64) -> u64 {
-        let mut wake = now + MAX_WAIT_NS;
-        if let Some(due) = self.schedule.peek() {
-            // Due later: wake exactly then. Due already (pool exhausted): a completion
-            // will wake us; at the latest, its drop deadline.
-            let at = if due.intended_ns > now { due.intended_ns } else { due.intended_ns + self.timeout_ns };
-            wake = wake.min(at);
+    /// The request `due`, taken from the schedule at `now`.
+    fn take(&self, due: Due, now: u64, deadline_ns: u64) -> InFlight {
+        InFlight {
+            phase: due.phase,
+            request: self.requests.pick(due.index),
+            intended_ns: due.intended_ns,
+            sent_ns: now,
+            deadline_ns,
+            written: 0,
+            retried: false,
+            waited: self.pool.waited(due.intended_ns),
         }
-        if self.in_flight > 0 {
-            wake = wake.min(next_expire);
-        }
-        wake
     }
 
-    /// Submit what is queued and wait up to `ns` for at least one completion.
-    fn wait(&mut self, ns: u64) -> Result<(), EngineError> {
-        let result = if ns == 0 {
+    fn note_deadline(&mut self, deadline: u64) {
+        self.next_deadline = self.next_deadline.min(deadline);
+    }
+
+    /// Submit what is queued and sleep as `sleep` says.
+    fn wait(&mut self, sleep: &Sleep) -> Result<(), EngineError> {
+        self.flush_backlog();
+        let now = self.clock.now_ns();
+        if sleep.until <= now {
             let pending = self.ring.submission().len() as u32;
             // SAFETY: no argument pointer is passed; GETEVENTS runs deferred completion work
             // without waiting for any.
-            unsafe { self.ring.submitter().enter::<libc::sigset_t>(pending, 0, ENTER_GETEVENTS, None) }.map(|_| ())
-        } else {
-            let ts = types::Timespec::from(Duration::from_nanos(ns));
-            let mut args = types::SubmitArgs::new().timespec(&ts);
-            let mut want = 1;
-            if self.wake_window_ns > 0 && self.min_timeout {
-                // Sleep until every request in flight has completed, or the window has
-                // passed with at least one completion, or the next send is due.
-                want = (self.in_flight as usize).max(1);
-                args = args.min_wait_usec((self.wake_window_ns / 1000) as u32);
+            let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(pending, 0, ENTER_GETEVENTS, None) };
+            return self.entered(r.map(|_| ()));
+        }
+        // A wait for as many completions as the queue holds is a wait for the timer (the
+        // kernel caps the count at the queue size, so a full queue still wakes the shard).
+        let want = if sleep.on_completion { 1 } else { self.cq_entries };
+        self.enter_until(sleep.until, now, want)
+    }
+
+    /// Wait up to `left` for `want` completions.
+    fn enter_for(&mut self, left: Duration, want: usize) -> Result<(), EngineError> {
+        let ts = types::Timespec::from(left);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let r = self.ring.submitter().submit_with_args(want, &args);
+        self.entered(r.map(|_| ()))
+    }
+
+    /// Wait until `until` (run clock; `now` is the run clock now) for `want` completions: on
+    /// the absolute clock when the kernel takes it (no drift between reading the clock and
+    /// arming the timer), else relative.
+    fn enter_until(&mut self, until: u64, now: u64, want: usize) -> Result<(), EngineError> {
+        if self.abs_timer {
+            let ts = types::Timespec::from(self.clock.absolute(until));
+            let args = types::SubmitArgs::new().timespec(&ts);
+            let r = self.ring.submitter().submit_with_args_and_flags(want, &args, io_uring::EnterFlags::ABS_TIMER);
+            match r {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.abs_timer = false,
+                r => return self.entered(r.map(|_| ())),
             }
-            self.ring.submitter().submit_with_args(want, &args).map(|_| ())
-        };
-        match result {
-            Ok(()) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)) => {
-                Ok(())
+        }
+        self.enter_for(Duration::from_nanos(until.saturating_sub(now)), want)
+    }
+
+    /// The outcome of an `io_uring_enter`: timeouts, signals and a busy ring are not errors.
+    fn entered(&self, r: std::io::Result<()>) -> Result<(), EngineError> {
+        match r {
+            Err(e) if !matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)) => {
+                Err(EngineError::Enter(e))
             }
-            Err(e) => Err(EngineError::Enter(e)),
+            _ => Ok(()),
         }
     }
 
-    fn push(&mut self, entry: squeue::Entry) {
+    /// Queue an operation. A full submission queue is submitted first; if the kernel cannot
+    /// take it yet, the entry waits in `backlog` for the next turn (never a panic).
+    pub(super) fn push(&mut self, entry: squeue::Entry) {
+        if !self.backlog.is_empty() {
+            self.backlog.push(entry);
+            return;
+        }
         // SAFETY: every entry points into memory that outlives the operation: the shared
         // request bytes, a connection's buffer or its TLS `out` buffer (never freed, moved
-        // or written while ops > 0 / a send of it is in flight), or the boxed sockaddr.
+        // or written while ops > 0 / a send of it is in flight), the boxed sockaddr or the
+        // boxed receive header.
         unsafe {
+            if self.ring.submission().push(&entry).is_ok() {
+                return;
+            }
+            let _ = self.ring.submit();
             if self.ring.submission().push(&entry).is_err() {
-                let _ = self.ring.submit();
-                self.ring.submission().push(&entry).expect("submission queue has room after submit");
+                self.backlog.push(entry);
             }
         }
+    }
+
+    /// Move backlogged entries into the submission queue, as far as it has room.
+    fn flush_backlog(&mut self) {
+        let mut taken = 0;
+        while taken < self.backlog.len() {
+            // SAFETY: as in `push`.
+            let pushed = unsafe { self.ring.submission().push(&self.backlog[taken]).is_ok() };
+            if !pushed {
+                if self.ring.submit().is_err() {
+                    break;
+                }
+                // SAFETY: as in `push`.
+                if unsafe { self.ring.submission().push(&self.backlog[taken]).is_err() } {
+                    break;
+                }
+            }
+            taken += 1;
+        }
+        self.backlog.drain(..taken);
     }
 
     fn start_connect(&mut self, c: usize, request: Option<InFlight>, now: u64) {
@@ -346,11 +525,17 @@ impl Shard {
             // Out of descriptors or memory: fail the request, keep the slot for later.
             self.closed.push(c);
             if let Some(f) = request {
-                self.finish_failed(f, now, ErrorClass::Connect);
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                let message =
+                    Cow::Owned(format!("cannot create a socket: {}", std::io::Error::from_raw_os_error(errno)));
+                self.finish_failed(f, now, ErrorClass::Connect, message);
             }
             return;
         }
         set_nodelay(fd);
+        rxtime::enable(fd);
+        let deadline = request.map_or(now + self.timeout_ns, |f| f.deadline_ns);
+        self.note_deadline(deadline);
         let generation = {
             let conn = &mut self.conns[c];
             conn.fd = fd;
@@ -368,83 +553,80 @@ impl Shard {
         self.push(entry);
     }
 
-    fn send_request(&mut self, c: usize, mut f: InFlight, waited: bool) {
+    pub(super) fn send_request(&mut self, c: usize, mut f: InFlight, waited: bool) {
         let now = self.clock.now_ns();
+        let own_lag = now.saturating_sub(f.intended_ns.max(self.woke_at));
         f.sent_ns = now;
         let conn = &mut self.conns[c];
         conn.state = State::Busy;
         conn.inflight = Some(f);
         conn.parser.expect_head(self.requests.head[f.request as usize]);
         let (fd, generation) = (conn.fd, conn.generation);
-        self.record.on_send(f.phase, f.intended_ns, now, waited, self.in_flight);
+        // A request sent again after a stale connection was sent once already: counted then.
+        if !f.retried {
+            self.record.on_send(f.phase, f.intended_ns, now, own_lag, waited, self.in_flight);
+            self.sent += 1;
+        }
         self.last_send_ns = Some(now);
-        self.sent += 1;
-        let bytes = &self.requests.bytes[f.request as usize];
-        if let Some(tls) = conn.tls.as_mut() {
-            // rustls' send buffer is unbounded (`TlsClient::connect`): the whole request is
-            // encrypted now and leaves with the next TLS send.
-            if tls.session.writer().write_all(bytes).is_err() {
-                self.fail_request(c, ErrorClass::Protocol, now);
-                return;
-            }
-            self.flush_tls(c);
+        if self.conns[c].tls.is_some() {
+            self.send_tls_request(c, f.request, now);
             return;
         }
-        conn.ops += 1;
+        let bytes = &self.requests.bytes[f.request as usize];
         let entry = opcode::Send::new(types::Fd(fd), bytes.as_ptr(), bytes.len() as u32)
             .build()
             .user_data(user_data(c, generation, OP_SEND));
+        self.conns[c].ops += 1;
         self.push(entry);
     }
 
     /// Arm the connection's multishot receive (once per socket, again only if the kernel
     /// ended it, e.g. when it ran out of provided buffers).
-    fn arm_recv(&mut self, c: usize) {
+    pub(super) fn arm_recv(&mut self, c: usize) {
         let conn = &mut self.conns[c];
         if conn.recv_armed || !matches!(conn.state, State::Idle | State::Busy | State::Handshaking) {
             return;
         }
         conn.recv_armed = true;
         conn.ops += 1;
-        let entry = opcode::RecvMulti::new(types::Fd(conn.fd), self.bufs.group).build().user_data(user_data(
-            c,
-            conn.generation,
-            OP_RECV,
-        ));
+        let entry = opcode::RecvMsgMulti::new(types::Fd(conn.fd), &*self.rx_header, self.bufs.group)
+            .build()
+            .user_data(user_data(c, conn.generation, OP_RECV));
         self.push(entry);
     }
 
-    /// Take every completion and act on it.
-    fn reap(&mut self) {
+    /// Take every completion and act on it; `now` is when the shard woke.
+    fn reap(&mut self, now: u64) {
+        self.streaming = false;
         let mut cqes = std::mem::take(&mut self.cqes);
         cqes.extend(self.ring.completion().map(|e| (e.user_data(), e.result(), e.flags())));
         for &(ud, res, flags) in &cqes {
-            self.complete(ud, res, flags);
+            self.complete(ud, res, flags, now);
         }
         cqes.clear();
         self.cqes = cqes;
     }
 
-    fn complete(&mut self, ud: u64, res: i32, flags: u32) {
+    fn complete(&mut self, ud: u64, res: i32, flags: u32, now: u64) {
         let c = (ud >> 32) as usize;
         let op = ud & 0xff;
-        let conn = &mut self.conns[c];
-        debug_assert_eq!(((ud >> 8) & 0x00ff_ffff) as u32, conn.generation & 0x00ff_ffff);
+        let Some(conn) = self.conns.get_mut(c) else { return };
         let ended = op != OP_RECV || !cqueue::more(flags);
         if ended {
-            conn.ops -= 1;
+            conn.ops = conn.ops.saturating_sub(1);
             if op == OP_RECV {
                 conn.recv_armed = false;
             }
         }
         let closing = conn.state == State::Closing;
+        let bid = cqueue::buffer_select(flags);
         match op {
             _ if closing => {}
-            OP_CONNECT => self.on_connected(c, res),
-            OP_SEND => self.on_sent(c, res),
-            _ => self.on_received(c, res, cqueue::buffer_select(flags)),
+            OP_CONNECT => self.on_connected(c, res, now),
+            OP_SEND => self.on_sent(c, res, now),
+            _ => self.on_received(c, res, bid, now),
         }
-        if let Some(bid) = cqueue::buffer_select(flags) {
+        if let Some(bid) = bid {
             self.bufs.recycle(bid);
         }
         if op == OP_RECV && ended {
@@ -454,15 +636,18 @@ impl Shard {
         self.settle(c);
     }
 
-    fn on_connected(&mut self, c: usize, res: i32) {
-        let now = self.clock.now_ns();
+    fn on_connected(&mut self, c: usize, res: i32, now: u64) {
         if res < 0 {
             self.record.connect_failures += 1;
+            if -res == libc::EADDRNOTAVAIL {
+                self.record.connect_no_port += 1;
+            }
             let conn = &mut self.conns[c];
             let request = conn.inflight.take();
             conn.state = State::Closing; // ops == 0: settle closes the socket
             if let Some(f) = request {
-                self.finish_failed(f, now, class_of_errno(-res));
+                let (class, message) = class_of_errno(-res);
+                self.finish_failed(f, now, class, message);
             }
             return;
         }
@@ -475,30 +660,25 @@ impl Shard {
         self.conns[c].state = State::Idle;
         self.arm_recv(c);
         match self.conns[c].inflight.take() {
-            Some(f) => self.send_request(c, f, opened_on_time(&f)),
-            None => {
-                self.conns[c].state = State::Idle;
-                self.idle.push(c);
-            }
+            Some(f) => self.send_request(c, f, waited_for_connection(&f)),
+            None => self.idle.push(c),
         }
     }
 
-    fn on_sent(&mut self, c: usize, res: i32) {
+    fn on_sent(&mut self, c: usize, res: i32, now: u64) {
         if self.conns[c].tls.is_some() {
-            self.on_tls_sent(c, res);
+            self.on_tls_sent(c, res, now);
             return;
         }
-        let now = self.clock.now_ns();
         let conn = &mut self.conns[c];
         let Some(f) = conn.inflight.as_mut() else { return };
-        let request = &self.requests.bytes[f.request as usize];
-        let len = request.len();
         if res < 0 {
-            self.fail_request(c, class_of_errno(-res), now);
+            self.on_socket_error(c, -res, now);
             return;
         }
+        let request = &self.requests.bytes[f.request as usize];
         f.written += res as usize;
-        if f.written < len {
+        if f.written < request.len() {
             // Short write: send the rest.
             let rest = &request[f.written..];
             let entry = opcode::Send::new(types::Fd(conn.fd), rest.as_ptr(), rest.len() as u32)
@@ -509,13 +689,29 @@ impl Shard {
         }
     }
 
-    fn on_received(&mut self, c: usize, res: i32, bid: Option<u16>) {
-        let now = self.clock.now_ns();
+    /// Where a completed receive's payload lies in its buffer, and the kernel's stamp.
+    fn received(&self, bid: Option<u16>, res: i32) -> Option<(std::ops::Range<usize>, Option<u64>)> {
+        let bid = bid?;
+        let buffer = self.bufs.get(bid, res as usize);
+        let chunk = rxtime::parse(buffer, &self.rx_header)?;
+        let start = chunk.payload.as_ptr() as usize - buffer.as_ptr() as usize;
+        Some((start..start + chunk.payload.len(), chunk.stamp_ns))
+    }
+
+    /// When the response on `c` completed: the kernel's stamp of the chunk that completed it
+    /// (clamped into the request's life), or the moment the shard read it.
+    pub(super) fn completion_time(&self, c: usize, stamp: Option<u64>, now: u64) -> u64 {
+        let sent = self.conns[c].inflight.map_or(0, |f| f.sent_ns);
+        stamp.map_or(now, |s| self.realtime.run_time(s, sent, now))
+    }
+
+    fn on_received(&mut self, c: usize, res: i32, bid: Option<u16>, now: u64) {
         if res == -libc::ENOBUFS {
             return; // re-armed by `complete`
         }
+        let received = if res > 0 { self.received(bid, res) } else { None };
         if self.conns[c].tls.is_some() {
-            self.on_tls_received(c, res, bid, now);
+            self.on_tls_received(c, res, bid, received, now);
             return;
         }
         if self.conns[c].inflight.is_none() {
@@ -525,27 +721,30 @@ impl Shard {
             return;
         }
         if res < 0 {
-            self.fail_request(c, class_of_errno(-res), now);
+            self.on_socket_error(c, -res, now);
             return;
         }
-        if res == 0 {
+        let Some((range, stamp)) = received.or_else(|| (res == 0).then_some((0..0, None))) else {
+            self.fail_request(c, ErrorClass::Protocol, Cow::Borrowed("receive buffer without a readable layout"), now);
+            return;
+        };
+        if range.is_empty() {
             self.on_eof(c, now);
             return;
         }
-        let Some(bid) = bid else {
-            self.fail_request(c, ErrorClass::Protocol, now);
-            return;
-        };
+        // A non-empty payload came in a buffer (`received` found one).
+        let Some(bid) = bid else { return };
         let chunk = {
-            let data = self.bufs.get(bid, res as usize);
+            let data = &self.bufs.get(bid, res as usize)[range];
             self.conns[c].take_chunk(data)
         };
         match chunk {
-            Err(_) => self.fail_request(c, ErrorClass::Protocol, now),
-            Ok(Chunk::More) => {}
+            Err(e) => self.fail_request(c, ErrorClass::Protocol, e.0, now),
+            Ok(Chunk::More) => self.streaming = true,
             Ok(Chunk::Done { status, close }) => {
+                let done = self.completion_time(c, stamp, now);
                 self.conns[c].parser.reset();
-                self.finish_answered(c, status, now);
+                self.finish_answered(c, status, done);
                 if close || !self.keepalive {
                     self.begin_close(c);
                 }
@@ -553,58 +752,106 @@ impl Shard {
         }
     }
 
+    /// A receive or send on `c` failed with `errno` while a request was in flight.
+    pub(super) fn on_socket_error(&mut self, c: usize, errno: i32, now: u64) {
+        if matches!(errno, libc::ECONNRESET | libc::EPIPE) && self.is_stale(c) {
+            // A reused connection the server had reset: as stale as one it had closed.
+            self.on_closed_under_request(c, now, "reset");
+            return;
+        }
+        let (class, message) = class_of_errno(errno);
+        self.fail_request(c, class, message, now);
+    }
+
+    /// Nothing of the response arrived on a connection that had served before: the server
+    /// closed it while idle, and the request never reached it.
+    fn is_stale(&self, c: usize) -> bool {
+        let conn = &self.conns[c];
+        conn.parser.at_start() && conn.filled == 0 && conn.served > 0
+    }
+
     /// The server closed the connection while a request was in flight on it.
-    fn on_eof(&mut self, c: usize, now: u64) {
+    pub(super) fn on_eof(&mut self, c: usize, now: u64) {
         let conn = &mut self.conns[c];
         if let Some(Progress::Done { status, .. }) = conn.parser.on_eof() {
             self.finish_answered(c, status, now);
             self.begin_close(c);
-        } else if conn.parser.at_start() && conn.filled == 0 && conn.served > 0 {
-            // A reused keep-alive connection the server had closed: nothing of the response
-            // arrived, so send the request again on a fresh connection, once.
-            let mut f = conn.inflight.take().expect("caller checked");
-            if f.retried {
-                self.finish_failed(f, now, ErrorClass::Reset);
-            } else {
-                f.retried = true;
-                f.written = 0;
-                self.record.retried_on_stale_connection += 1;
-                self.conns[c].retry = Some(f);
-            }
-            self.begin_close(c);
-        } else {
-            self.fail_request(c, ErrorClass::Reset, now);
+            return;
         }
+        if self.is_stale(c) {
+            self.on_closed_under_request(c, now, "closed");
+            return;
+        }
+        let conn = &mut self.conns[c];
+        let message = if conn.parser.at_start() && conn.filled == 0 {
+            "the server closed the connection before answering"
+        } else {
+            "the server closed the connection in the middle of the response"
+        };
+        self.fail_request(c, ErrorClass::Reset, Cow::Borrowed(message), now);
     }
 
-    fn finish_answered(&mut self, c: usize, status: u16, now: u64) {
+    /// A reused keep-alive connection turned out closed (`how`: closed or reset) under the
+    /// request in flight on it.
+    fn on_closed_under_request(&mut self, c: usize, now: u64, how: &'static str) {
+        let Some(mut f) = self.conns[c].inflight.take() else {
+            self.begin_close(c);
+            return;
+        };
+        // A reused keep-alive connection the server had closed: nothing of the response
+        // arrived. An idempotent request is sent again on a fresh connection, once; any
+        // other only when asked, because the server may have acted on it.
+        let idempotent = self.requests.idempotent[f.request as usize];
+        if f.retried || !(idempotent || self.retry_non_idempotent) {
+            let message = match (f.retried, how) {
+                (true, _) => "the server closed a fresh connection too, before answering",
+                (false, "reset") => {
+                    "the server reset the reused keep-alive connection before answering; not sent again \
+                     because the method is not idempotent (--retry-non-idempotent to allow it)"
+                }
+                _ => {
+                    "the server closed the reused keep-alive connection before answering; not sent again \
+                     because the method is not idempotent (--retry-non-idempotent to allow it)"
+                }
+            };
+            self.finish_failed(f, now, ErrorClass::Reset, Cow::Borrowed(message));
+        } else {
+            f.retried = true;
+            f.written = 0;
+            self.record.retried_on_stale_connection += 1;
+            self.conns[c].retry = Some(f);
+        }
+        self.begin_close(c);
+    }
+
+    pub(super) fn finish_answered(&mut self, c: usize, status: u16, done: u64) {
         let conn = &mut self.conns[c];
         let Some(f) = conn.inflight.take() else { return };
         conn.served += 1;
-        self.record.on_response(f.phase, f.intended_ns, f.sent_ns, now, status);
+        self.record.on_response(f.phase, f.intended_ns, f.sent_ns, done, status);
         if (200..400).contains(&status) {
             self.ok += 1;
         } else {
             self.errors += 1;
         }
-        self.in_flight -= 1;
+        self.in_flight = self.in_flight.saturating_sub(1);
     }
 
-    fn finish_failed(&mut self, f: InFlight, at_ns: u64, class: ErrorClass) {
-        self.record.on_failure(f.phase, f.intended_ns, at_ns, class);
+    pub(super) fn finish_failed(&mut self, f: InFlight, at_ns: u64, class: ErrorClass, message: Cow<'static, str>) {
+        self.record.on_failure(f.phase, f.intended_ns, at_ns, class, message);
         self.errors += 1;
-        self.in_flight -= 1;
+        self.in_flight = self.in_flight.saturating_sub(1);
     }
 
     /// Fail the connection's request with `class` and close the connection.
-    fn fail_request(&mut self, c: usize, class: ErrorClass, now: u64) {
+    pub(super) fn fail_request(&mut self, c: usize, class: ErrorClass, message: Cow<'static, str>, now: u64) {
         if let Some(f) = self.conns[c].inflight.take() {
-            self.finish_failed(f, now, class);
+            self.finish_failed(f, now, class, message);
         }
         self.begin_close(c);
     }
 
-    fn begin_close(&mut self, c: usize) {
+    pub(super) fn begin_close(&mut self, c: usize) {
         let conn = &mut self.conns[c];
         match conn.state {
             State::Closed | State::Closing => return,
@@ -612,9 +859,9 @@ impl Shard {
                 if let Some(i) = self.idle.iter().position(|&x| x == c) {
                     self.idle.swap_remove(i);
                 }
-                self.open -= 1;
+                self.open = self.open.saturating_sub(1);
             }
-            State::Busy | State::Handshaking => self.open -= 1,
+            State::Busy | State::Handshaking => self.open = self.open.saturating_sub(1),
             State::Connecting => {}
         }
         conn.state = State::Closing;
@@ -653,28 +900,95 @@ impl Shard {
         }
     }
 
-    /// Fail requests (and connects) that have outlived the client timeout.
+    /// Fail what has passed its deadline — requests, connects, handshakes — at exactly the
+    /// deadline, and note the earliest deadline still ahead.
     fn expire(&mut self, now: u64) {
+        let mut next = u64::MAX;
         for c in 0..self.conns.len() {
             let conn = &self.conns[c];
+            let deadline = match conn.state {
+                State::Busy => conn.inflight.map(|f| f.deadline_ns),
+                State::Connecting | State::Handshaking => {
+                    Some(conn.inflight.map_or(conn.connect_started_ns + self.timeout_ns, |f| f.deadline_ns))
+                }
+                State::Closing => conn.retry.map(|f| f.deadline_ns),
+                State::Idle | State::Closed => None,
+            };
+            let Some(deadline) = deadline else { continue };
+            if now < deadline {
+                next = next.min(deadline);
+                continue;
+            }
             match conn.state {
-                State::Busy => {
-                    if let Some(f) = conn.inflight
-                        && now >= f.sent_ns + self.timeout_ns
-                    {
-                        self.fail_request(c, ErrorClass::Timeout, f.sent_ns + self.timeout_ns);
+                State::Busy => self.fail_request(
+                    c,
+                    ErrorClass::Timeout,
+                    Cow::Borrowed("no complete response by its deadline (intended time + timeout)"),
+                    deadline,
+                ),
+                State::Closing => {
+                    if let Some(f) = self.conns[c].retry.take() {
+                        self.finish_failed(
+                            f,
+                            deadline,
+                            ErrorClass::Timeout,
+                            Cow::Borrowed("its deadline passed while it was being sent again on a fresh connection"),
+                        );
                     }
                 }
-                State::Connecting | State::Handshaking if now >= conn.connect_started_ns + self.timeout_ns => {
-                    let deadline = conn.connect_started_ns + self.timeout_ns;
-                    if conn.state == State::Handshaking {
-                        self.handshake_failed(c, || "the TLS handshake did not finish within the timeout".into());
-                    }
-                    self.fail_request(c, ErrorClass::Timeout, deadline);
+                State::Handshaking => {
+                    self.handshake_failed(c, || "the TLS handshake did not finish within the timeout".into());
+                    self.fail_request(
+                        c,
+                        ErrorClass::Timeout,
+                        Cow::Borrowed("the TLS handshake did not finish by the deadline"),
+                        deadline,
+                    );
                 }
-                _ => {}
+                _ => {
+                    self.record.connect_failures += 1;
+                    self.fail_request(
+                        c,
+                        ErrorClass::Timeout,
+                        Cow::Borrowed("the connection did not open by the deadline"),
+                        deadline,
+                    );
+                }
             }
         }
+        self.next_deadline = next;
+    }
+
+    /// The run stopped (or the shard failed) at `stopped_at`; at `now` it stops waiting.
+    /// Whatever is still in flight, or was due and waiting for a connection, is recorded as
+    /// `aborted` at `now` (a lower bound of its latency); what was not yet due as `unsent`.
+    fn account_unfinished(&mut self, now: u64, stopped_at: u64) {
+        for c in 0..self.conns.len() {
+            let conn = &mut self.conns[c];
+            for f in [conn.inflight.take(), conn.retry.take()].into_iter().flatten() {
+                self.finish_failed(
+                    f,
+                    now,
+                    ErrorClass::Aborted,
+                    Cow::Borrowed("in flight when the run stopped (latency recorded then: a lower bound)"),
+                );
+            }
+        }
+        while let Some(due) = self.schedule.peek().filter(|d| d.intended_ns <= stopped_at) {
+            self.record.on_failure(
+                due.phase,
+                due.intended_ns,
+                now,
+                ErrorClass::Aborted,
+                Cow::Borrowed("due but not yet sent when the run stopped (latency recorded then: a lower bound)"),
+            );
+            self.errors += 1;
+            self.schedule.advance();
+        }
+        for (phase, n) in self.schedule.remaining() {
+            self.record.on_unsent(phase, n);
+        }
+        self.in_flight = 0;
     }
 
     /// Close every socket and wait (boundedly) for outstanding operations to finish.
@@ -686,207 +1000,12 @@ impl Shard {
         }
         let give_up = Instant::now() + Duration::from_millis(500);
         while self.conns.iter().any(|c| c.ops > 0) && Instant::now() < give_up {
-            self.wait(10_000_000)?;
-            self.reap();
+            let until = self.clock.now_ns() + 10_000_000;
+            self.wait(&Sleep { until, on_completion: true, spin_to: None })?;
+            let now = self.clock.now_ns();
+            self.reap(now);
         }
         Ok(())
-    }
-
-    /// TCP is up on an https connection: start its TLS session and send the ClientHello.
-    fn start_handshake(&mut self, c: usize, now: u64) {
-        self.conns[c].state = State::Handshaking;
-        let client = self.tls.as_ref().expect("https shard");
-        let session = match client.connect() {
-            Ok(session) => session,
-            Err(e) => {
-                self.tls_failed(c, now, &e);
-                return;
-            }
-        };
-        let conn = &mut self.conns[c];
-        let tls = match conn.tls.as_mut() {
-            Some(tls) => {
-                tls.restart(session);
-                tls
-            }
-            None => conn.tls.insert(Tls::new(session)),
-        };
-        tls::mark_handshake_start(tls);
-        self.arm_recv(c);
-        self.flush_tls(c);
-    }
-
-    /// Send what rustls has queued, unless a send of this connection is still in flight
-    /// (its completion calls this again).
-    fn flush_tls(&mut self, c: usize) {
-        let conn = &mut self.conns[c];
-        if conn.state == State::Closing {
-            return;
-        }
-        let Some(tls) = conn.tls.as_mut() else { return };
-        if !tls.fill_out() {
-            return;
-        }
-        // `tls.out` stays untouched until this send completes (`Tls::sending`), and the
-        // boxed `Tls` lives as long as the connection has operations outstanding.
-        let entry = opcode::Send::new(types::Fd(conn.fd), tls.out.as_ptr(), tls.out.len() as u32)
-            .build()
-            .user_data(user_data(c, conn.generation, OP_SEND));
-        conn.ops += 1;
-        self.push(entry);
-    }
-
-    fn on_tls_sent(&mut self, c: usize, res: i32) {
-        let conn = &mut self.conns[c];
-        let tls = conn.tls.as_mut().expect("caller checked");
-        if res < 0 {
-            tls.sending = false;
-            let now = self.clock.now_ns();
-            self.fail_request(c, class_of_errno(-res), now);
-            return;
-        }
-        tls.out_sent += res as usize;
-        if tls.out_sent < tls.out.len() {
-            // Short write: send the rest of the same buffer.
-            let rest = &tls.out[tls.out_sent..];
-            let entry = opcode::Send::new(types::Fd(conn.fd), rest.as_ptr(), rest.len() as u32)
-                .build()
-                .user_data(user_data(c, conn.generation, OP_SEND));
-            conn.ops += 1;
-            self.push(entry);
-            return;
-        }
-        tls.sending = false;
-        self.flush_tls(c);
-    }
-
-    /// Ciphertext arrived (or the socket ended) on an https connection.
-    fn on_tls_received(&mut self, c: usize, res: i32, bid: Option<u16>, now: u64) {
-        if res <= 0 {
-            let conn = &self.conns[c];
-            if conn.state == State::Handshaking {
-                // The server reset or closed during the handshake: it refused the connection.
-                self.handshake_failed(c, || "the server closed the connection during the TLS handshake".into());
-                self.fail_request(c, ErrorClass::Connect, now);
-            } else if conn.inflight.is_none() {
-                self.begin_close(c);
-            } else if res < 0 {
-                self.fail_request(c, class_of_errno(-res), now);
-            } else {
-                self.on_eof(c, now);
-            }
-            return;
-        }
-        let Some(bid) = bid else {
-            self.fail_request(c, ErrorClass::Protocol, now);
-            return;
-        };
-        let len = res as usize;
-        let mut off = 0;
-        while off < len {
-            let tls = self.conns[c].tls.as_mut().expect("caller checked");
-            let mut wire = &self.bufs.get(bid, len)[off..];
-            match tls.session.read_tls(&mut wire) {
-                Ok(n) if n > 0 => off += n,
-                _ => {
-                    self.fail_request(c, ErrorClass::Protocol, now);
-                    return;
-                }
-            }
-            if let Err(e) = tls.session.process_new_packets() {
-                self.tls_failed(c, now, &e);
-                return;
-            }
-            if tls.handshaking && !tls.session.is_handshaking() {
-                self.on_handshake_done(c);
-            }
-            if !self.drain_plaintext(c, now) {
-                return;
-            }
-        }
-        self.flush_tls(c);
-    }
-
-    fn on_handshake_done(&mut self, c: usize) {
-        let conn = &mut self.conns[c];
-        let tls = conn.tls.as_mut().expect("caller checked");
-        tls.handshaking = false;
-        let resumed = tls.session.handshake_kind() == Some(HandshakeKind::Resumed);
-        tls::mark_handshake_end(tls, if resumed { tls_outcome::RESUMED } else { tls_outcome::FULL });
-        self.record.tls.on_handshake(tls.handshake_started.elapsed().as_nanos() as u64, resumed);
-        conn.state = State::Idle;
-        match conn.inflight.take() {
-            // Waited for connect and handshake: both are in its send lag.
-            Some(f) => self.send_request(c, f, opened_on_time(&f)),
-            None => self.idle.push(c),
-        }
-    }
-
-    /// Feed decrypted bytes to the response parser; false once the connection is closing.
-    fn drain_plaintext(&mut self, c: usize, now: u64) -> bool {
-        loop {
-            let conn = &mut self.conns[c];
-            if conn.state == State::Closing {
-                return false;
-            }
-            // Out of the connection for a moment, so the parser (also the connection's) can
-            // read rustls' buffer in place.
-            let Some(mut tls) = conn.tls.take() else { return false };
-            let chunk = match tls.session.reader().into_first_chunk() {
-                Ok(plain) if !plain.is_empty() => {
-                    let n = plain.len();
-                    let chunk = conn.inflight.is_some().then(|| conn.take_chunk(plain));
-                    tls.session.reader().consume(n);
-                    Some(chunk)
-                }
-                _ => None,
-            };
-            conn.tls = Some(tls);
-            match chunk {
-                None => return true,
-                // Bytes nobody asked for: the connection is done (as on the plain path).
-                Some(None) => {
-                    self.begin_close(c);
-                    return false;
-                }
-                Some(Some(Err(_))) => {
-                    self.fail_request(c, ErrorClass::Protocol, now);
-                    return false;
-                }
-                Some(Some(Ok(Chunk::More))) => {}
-                Some(Some(Ok(Chunk::Done { status, close }))) => {
-                    self.conns[c].parser.reset();
-                    self.finish_answered(c, status, now);
-                    if close || !self.keepalive {
-                        self.begin_close(c);
-                        return false;
-                    }
-                }
-            }
-        }
-    }
-
-    /// rustls rejected the session. During the handshake (certificate refused, alert,
-    /// no common parameters) the connection could not be opened: class `connect`, counted
-    /// as a TLS failure. After it (bad record, unexpected message): class `protocol`.
-    fn tls_failed(&mut self, c: usize, now: u64, e: &rustls::Error) {
-        let class = if self.conns[c].state == State::Handshaking {
-            self.handshake_failed(c, || e.to_string());
-            ErrorClass::Connect
-        } else {
-            ErrorClass::Protocol
-        };
-        self.fail_request(c, class, now);
-    }
-
-    /// The handshake of connection `c` failed: count it, keep the first reason, and tell the
-    /// kernel probe.
-    fn handshake_failed(&mut self, c: usize, reason: impl FnOnce() -> String) {
-        self.record.tls.failures += 1;
-        self.record.tls.note_error(reason);
-        if let Some(tls) = self.conns[c].tls.as_deref() {
-            tls::mark_handshake_end(tls, tls_outcome::FAILED);
-        }
     }
 
     fn publish(&self) {
@@ -894,18 +1013,13 @@ impl Shard {
     }
 }
 
-/// A request that opened its own connection waited for the connect (and handshake): the
-/// target's and the network's time, which the probes measure. It counts as having waited for
-/// a connection — so its lateness is not laid at the loader's door — only if the loader itself
-/// dispatched it on time (`sent_ns` still holds the dispatch time here).
-fn opened_on_time(f: &InFlight) -> bool {
-    f.sent_ns.saturating_sub(f.intended_ns) <= crate::record::LATE_NS
-}
-
-impl InFlight {
-    fn new(due: Due, request: u16, now: u64) -> Self {
-        InFlight { phase: due.phase, request, intended_ns: due.intended_ns, sent_ns: now, written: 0, retried: false }
-    }
+/// Whether a request that opened its own connection counts as having waited for one — so
+/// its lateness is not laid at the loader's door: it waited for the pool before it was taken,
+/// or the loader took it on time and then waited for the connect (and handshake: the target's
+/// and the network's time, which the probes measure). `sent_ns` still holds the time it was
+/// taken here.
+pub(super) fn waited_for_connection(f: &InFlight) -> bool {
+    f.waited || f.sent_ns.saturating_sub(f.intended_ns) <= crate::record::LATE_NS
 }
 
 /// `IORING_ENTER_GETEVENTS`.
@@ -922,5 +1036,21 @@ fn set_nodelay(fd: RawFd) {
             &one as *const _ as *const libc::c_void,
             size_of::<libc::c_int>() as libc::socklen_t,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_errno_has_a_class_and_a_message_that_names_it() {
+        assert_eq!(class_of_errno(libc::ECONNREFUSED).0, ErrorClass::Connect);
+        assert_eq!(class_of_errno(libc::EADDRNOTAVAIL).0, ErrorClass::Connect);
+        assert_eq!(class_of_errno(libc::ECONNRESET).0, ErrorClass::Reset);
+        assert_eq!(class_of_errno(libc::EPIPE).0, ErrorClass::Reset);
+        let (class, message) = class_of_errno(libc::ENOMEM);
+        assert_eq!(class, ErrorClass::IoError, "an unknown errno is not a reset");
+        assert!(message.contains("errno 12"), "{message}");
     }
 }

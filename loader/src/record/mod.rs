@@ -13,6 +13,8 @@
 //!
 //! This module does not decide anything (that is analysis) and does not print (report).
 
+use std::borrow::Cow;
+
 use hdrhistogram::Histogram;
 
 use crate::schedule::Window;
@@ -23,6 +25,9 @@ const MAX_US: u64 = 3_600_000_000;
 pub const LATE_NS: u64 = 10_000_000;
 
 /// Why a request did not end in a 2xx/3xx response.
+///
+/// Every planned request ends in exactly one place: `ok` or one of these classes, so that
+/// `planned = ok + Σ errors` holds for every phase of every run, stopped ones included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(usize)]
 pub enum ErrorClass {
@@ -32,29 +37,46 @@ pub enum ErrorClass {
     Http4xx,
     /// HTTP 5xx.
     Http5xx,
-    /// No complete response within the client timeout.
+    /// A final status outside 200–599 (a 1xx other than an interim response, 600 and up).
+    HttpOther,
+    /// No complete response by the request's deadline (intended send time + timeout).
     Timeout,
-    /// The connection could not be opened.
+    /// The connection could not be opened (refused, unreachable, no local port, TLS refused).
     Connect,
     /// The peer reset or closed the connection mid-request.
     Reset,
-    /// The response could not be parsed as HTTP/1.1.
+    /// The response could not be parsed as HTTP/1.1, or broke a size limit.
     Protocol,
-    /// Never sent: no connection became free before the timeout.
+    /// Any other socket error, named in the error detail (its errno).
+    IoError,
+    /// Never sent: no connection became free before the request's deadline.
     Dropped,
+    /// In flight, or due and waiting for a connection, when the run stopped (interrupt,
+    /// emergency stop) and stopped waiting: its latency is recorded at that instant, a lower
+    /// bound of the truth.
+    Aborted,
+    /// Planned but not yet due when the run stopped: never attempted, no latency.
+    Unsent,
 }
 
 impl ErrorClass {
+    /// Number of classes.
+    pub const COUNT: usize = 12;
+
     /// Every class, in report order.
-    pub const ALL: [ErrorClass; 8] = [
+    pub const ALL: [ErrorClass; ErrorClass::COUNT] = [
         ErrorClass::Http429,
         ErrorClass::Http4xx,
         ErrorClass::Http5xx,
+        ErrorClass::HttpOther,
         ErrorClass::Timeout,
         ErrorClass::Connect,
         ErrorClass::Reset,
         ErrorClass::Protocol,
+        ErrorClass::IoError,
         ErrorClass::Dropped,
+        ErrorClass::Aborted,
+        ErrorClass::Unsent,
     ];
 
     /// Stable name used in `summary.json`.
@@ -63,21 +85,74 @@ impl ErrorClass {
             ErrorClass::Http429 => "http_429",
             ErrorClass::Http4xx => "http_4xx",
             ErrorClass::Http5xx => "http_5xx",
+            ErrorClass::HttpOther => "http_other",
             ErrorClass::Timeout => "timeout",
             ErrorClass::Connect => "connect",
             ErrorClass::Reset => "reset",
             ErrorClass::Protocol => "protocol",
+            ErrorClass::IoError => "io_error",
             ErrorClass::Dropped => "dropped",
+            ErrorClass::Aborted => "aborted",
+            ErrorClass::Unsent => "unsent",
         }
     }
 
-    /// Class of an HTTP status, `None` for 2xx/3xx (ok).
+    /// Class of an HTTP status, `None` for 2xx/3xx (ok). By range: 429 apart, 4xx, 5xx, and
+    /// everything else (1xx final answers, 600 and up) as `http_other`.
     pub fn of_status(status: u16) -> Option<ErrorClass> {
         match status {
             200..=399 => None,
             429 => Some(ErrorClass::Http429),
             400..=499 => Some(ErrorClass::Http4xx),
-            _ => Some(ErrorClass::Http5xx),
+            500..=599 => Some(ErrorClass::Http5xx),
+            _ => Some(ErrorClass::HttpOther),
+        }
+    }
+
+    /// Classes that are failures of an attempted request (the error budget's numerator):
+    /// everything but `dropped` (judged apart), `aborted` and `unsent` (the run stopped).
+    pub fn is_failure(self) -> bool {
+        !matches!(self, ErrorClass::Dropped | ErrorClass::Aborted | ErrorClass::Unsent)
+    }
+}
+
+/// Distinct messages kept per error class; later distinct messages are counted together.
+pub const DETAIL_MESSAGES: usize = 8;
+/// The message under which distinct messages beyond [`DETAIL_MESSAGES`] are counted.
+pub const OTHER_MESSAGES: &str = "(other messages)";
+
+/// Why requests failed: per class, the first distinct messages and how often each occurred
+/// (like oha's error distribution). Written on failures only, never on the success path.
+#[derive(Debug, Clone, Default)]
+pub struct ErrorDetail {
+    /// Per class (indexed like [`ErrorClass::ALL`]): `(message, count)` in order of first
+    /// occurrence, at most [`DETAIL_MESSAGES`] of them plus [`OTHER_MESSAGES`].
+    pub by_class: [Vec<(Cow<'static, str>, u64)>; ErrorClass::COUNT],
+}
+
+impl ErrorDetail {
+    /// Count `n` failures of `class` with `message`.
+    pub fn note(&mut self, class: ErrorClass, message: Cow<'static, str>, n: u64) {
+        let list = &mut self.by_class[class as usize];
+        if let Some(entry) = list.iter_mut().find(|(m, _)| *m == message) {
+            entry.1 += n;
+            return;
+        }
+        if list.len() < DETAIL_MESSAGES {
+            list.push((message, n));
+            return;
+        }
+        match list.iter_mut().find(|(m, _)| m == OTHER_MESSAGES) {
+            Some(other) => other.1 += n,
+            None => list.push((Cow::Borrowed(OTHER_MESSAGES), n)),
+        }
+    }
+
+    fn merge(&mut self, other: &ErrorDetail) {
+        for (class, list) in ErrorClass::ALL.iter().zip(&other.by_class) {
+            for (message, n) in list {
+                self.note(*class, message.clone(), *n);
+            }
         }
     }
 }
@@ -101,12 +176,16 @@ pub struct PhaseRecord {
     pub service: Histogram<u64>,
     /// Actual send − intended send time, µs.
     pub send_lag: Histogram<u64>,
+    /// The loader's own part of the send lag, µs: actual send − the later of the intended
+    /// time and the instant the shard woke to send it (or got a connection for it). What is
+    /// left of the lag is the host's wake-up lateness or the wait for a connection.
+    pub own_lag: Histogram<u64>,
     /// Requests sent.
     pub sent: u64,
     /// Requests answered 2xx/3xx.
     pub ok: u64,
     /// Failed requests by [`ErrorClass`].
-    pub errors: [u64; 8],
+    pub errors: [u64; ErrorClass::COUNT],
     /// Sends more than [`LATE_NS`] behind schedule.
     pub late: u64,
     /// Of those, sends that did not wait for a connection: the loader itself was late
@@ -126,9 +205,10 @@ impl PhaseRecord {
             latency: histogram(),
             service: histogram(),
             send_lag: histogram(),
+            own_lag: histogram(),
             sent: 0,
             ok: 0,
-            errors: [0; 8],
+            errors: [0; ErrorClass::COUNT],
             late: 0,
             late_unpooled: 0,
             waited_for_connection: 0,
@@ -141,6 +221,7 @@ impl PhaseRecord {
         self.latency.add(&other.latency).expect("same bounds");
         self.service.add(&other.service).expect("same bounds");
         self.send_lag.add(&other.send_lag).expect("same bounds");
+        self.own_lag.add(&other.own_lag).expect("same bounds");
         self.sent += other.sent;
         self.ok += other.ok;
         for (a, b) in self.errors.iter_mut().zip(other.errors) {
@@ -153,7 +234,8 @@ impl PhaseRecord {
         self.ok_in_window += other.ok_in_window;
     }
 
-    /// Requests that ended (ok or error), i.e. the phase's finished requests.
+    /// Requests accounted for: ok plus every class. Equals the phase's planned requests
+    /// once the run has ended, however it ended.
     pub fn finished(&self) -> u64 {
         self.ok + self.errors.iter().sum::<u64>()
     }
@@ -171,8 +253,8 @@ pub struct Second {
     pub sent: u32,
     /// 2xx/3xx responses.
     pub ok: u32,
-    /// Failures by [`ErrorClass`].
-    pub errors: [u32; 8],
+    /// Failures by [`ErrorClass`] (`unsent` is never in a second: it did not happen).
+    pub errors: [u32; ErrorClass::COUNT],
     /// Highest number of requests in flight.
     pub in_flight_max: u32,
 }
@@ -191,8 +273,16 @@ pub struct ShardRecord {
     pub connect_failures: u64,
     /// Requests sent again on a fresh connection after a reused one turned out closed.
     pub retried_on_stale_connection: u64,
-    /// Requests still in flight when a stopped run gave up waiting for them (not recorded).
+    /// Requests recorded as `aborted` (in flight or waiting when a stopped run gave up).
     pub abandoned: u64,
+    /// Connects that failed for want of a local port (`EADDRNOTAVAIL`): the loader itself
+    /// was short of ephemeral ports.
+    pub connect_no_port: u64,
+    /// How late the shard woke from sleeps that ended on their timer, µs: the host's
+    /// wake-up jitter as the run saw it (timer lateness plus any run-queue wait).
+    pub wake_lateness: Histogram<u64>,
+    /// Why requests failed, per class.
+    pub details: ErrorDetail,
     /// TLS handshakes (https targets; all zero otherwise).
     pub tls: TlsRecord,
 }
@@ -253,6 +343,9 @@ impl ShardRecord {
             connections_opened: 0,
             connect_failures: 0,
             abandoned: 0,
+            connect_no_port: 0,
+            wake_lateness: histogram(),
+            details: ErrorDetail::default(),
             retried_on_stale_connection: 0,
             tls: TlsRecord::new(),
         }
@@ -274,13 +367,15 @@ impl ShardRecord {
         (at_ns < self.windows[i].end_ns).then_some(i)
     }
 
-    /// A request of `phase` due at `intended_ns` was sent at `sent_ns`.
+    /// A request of `phase` due at `intended_ns` was sent at `sent_ns`; `own_lag_ns` of its
+    /// lag was the loader's own (see [`PhaseRecord::own_lag`]).
     #[inline]
     pub fn on_send(
         &mut self,
         phase: usize,
         intended_ns: u64,
         sent_ns: u64,
+        own_lag_ns: u64,
         waited_for_connection: bool,
         in_flight: u32,
     ) {
@@ -289,6 +384,7 @@ impl ShardRecord {
         let p = &mut self.phases[phase];
         p.sent += 1;
         p.send_lag.saturating_record(us(lag));
+        p.own_lag.saturating_record(us(own_lag_ns.min(lag)));
         p.late += u64::from(lag > LATE_NS);
         p.late_unpooled += u64::from(lag > LATE_NS && !waited_for_connection);
         p.waited_for_connection += u64::from(waited_for_connection);
@@ -298,6 +394,12 @@ impl ShardRecord {
         let s = self.second(sent_ns);
         s.sent += 1;
         s.in_flight_max = s.in_flight_max.max(in_flight);
+    }
+
+    /// A sleep that was to end at its timer ended `late_ns` after it.
+    #[inline]
+    pub fn on_wake(&mut self, late_ns: u64) {
+        self.wake_lateness.saturating_record(us(late_ns));
     }
 
     /// A response with `status` completed at `done_ns`.
@@ -318,21 +420,43 @@ impl ShardRecord {
             Some(class) => {
                 p.errors[class as usize] += 1;
                 self.second(done_ns).errors[class as usize] += 1;
+                self.details.note(class, status_message(status), 1);
             }
         }
     }
 
-    /// A request failed with `class` at `done_ns`. Timeouts and drops also enter the latency
-    /// record at their deadline (`done_ns`), so the tail shows them; transport failures do not
-    /// (they have no latency to speak of and would flatter the percentiles).
+    /// A request failed with `class` at `done_ns`, for the reason `message`. Timeouts,
+    /// drops and aborts also enter the latency record at `done_ns` (their deadline, or the
+    /// instant the run gave up on them), so the tail shows them; transport and protocol
+    /// failures do not (they have no latency to speak of and would flatter the percentiles).
     #[inline]
-    pub fn on_failure(&mut self, phase: usize, intended_ns: u64, done_ns: u64, class: ErrorClass) {
+    pub fn on_failure(
+        &mut self,
+        phase: usize,
+        intended_ns: u64,
+        done_ns: u64,
+        class: ErrorClass,
+        message: Cow<'static, str>,
+    ) {
         let p = &mut self.phases[phase];
         p.errors[class as usize] += 1;
-        if matches!(class, ErrorClass::Timeout | ErrorClass::Dropped) {
+        if matches!(class, ErrorClass::Timeout | ErrorClass::Dropped | ErrorClass::Aborted) {
             p.latency.saturating_record(us(done_ns.saturating_sub(intended_ns)));
         }
+        if class == ErrorClass::Aborted {
+            self.abandoned += 1;
+        }
         self.second(done_ns).errors[class as usize] += 1;
+        self.details.note(class, message, 1);
+    }
+
+    /// `n` requests of `phase` were never attempted: the run stopped before they were due.
+    pub fn on_unsent(&mut self, phase: usize, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.phases[phase].errors[ErrorClass::Unsent as usize] += n;
+        self.details.note(ErrorClass::Unsent, Cow::Borrowed("the run stopped before they were due"), n);
     }
 
     /// Add `other` (another shard of the same run) into `self`.
@@ -356,8 +480,25 @@ impl ShardRecord {
         self.connections_opened += other.connections_opened;
         self.connect_failures += other.connect_failures;
         self.abandoned += other.abandoned;
+        self.connect_no_port += other.connect_no_port;
+        self.wake_lateness.add(&other.wake_lateness).expect("same bounds");
+        self.details.merge(&other.details);
         self.retried_on_stale_connection += other.retried_on_stale_connection;
         self.tls.merge(&other.tls);
+    }
+}
+
+/// The error-detail message of a failing status: the status itself (`status 503`), so the
+/// detail is a status-code distribution.
+fn status_message(status: u16) -> Cow<'static, str> {
+    match status {
+        429 => Cow::Borrowed("status 429"),
+        500 => Cow::Borrowed("status 500"),
+        502 => Cow::Borrowed("status 502"),
+        503 => Cow::Borrowed("status 503"),
+        504 => Cow::Borrowed("status 504"),
+        404 => Cow::Borrowed("status 404"),
+        _ => Cow::Owned(format!("status {status}")),
     }
 }
 
@@ -372,7 +513,7 @@ mod tests {
     #[test]
     fn latency_counts_from_intended_and_service_from_send() {
         let mut r = ShardRecord::new(windows(), 2);
-        r.on_send(0, 100_000_000, 150_000_000, true, 1);
+        r.on_send(0, 100_000_000, 150_000_000, 0, true, 1);
         r.on_response(0, 100_000_000, 150_000_000, 160_000_000, 200);
         let p = &r.phases[0];
         assert!(p.latency.equivalent(p.latency.max(), 60_000));
@@ -385,7 +526,7 @@ mod tests {
     fn phases_attribute_by_intended_time_and_rates_by_window() {
         let mut r = ShardRecord::new(windows(), 2);
         // Intended in phase 0, sent and completed during phase 1.
-        r.on_send(0, 900_000_000, 1_100_000_000, false, 1);
+        r.on_send(0, 900_000_000, 1_100_000_000, 200_000_000, false, 1);
         r.on_response(0, 900_000_000, 1_100_000_000, 1_200_000_000, 204);
         assert_eq!(r.phases[0].ok, 1);
         assert_eq!(r.phases[0].ok_in_window, 0);
@@ -397,8 +538,8 @@ mod tests {
     #[test]
     fn timeouts_enter_latency_at_deadline_but_resets_do_not() {
         let mut r = ShardRecord::new(windows(), 2);
-        r.on_failure(0, 0, 5_000_000_000, ErrorClass::Timeout);
-        r.on_failure(0, 0, 1_000, ErrorClass::Reset);
+        r.on_failure(0, 0, 5_000_000_000, ErrorClass::Timeout, "no answer".into());
+        r.on_failure(0, 0, 1_000, ErrorClass::Reset, "connection reset by peer".into());
         assert_eq!(r.phases[0].latency.len(), 1);
         assert!(r.phases[0].latency.equivalent(r.phases[0].latency.max(), 5_000_000));
         assert_eq!(r.phases[0].error(ErrorClass::Reset), 1);
@@ -420,6 +561,39 @@ mod tests {
         assert_eq!(ErrorClass::of_status(429), Some(ErrorClass::Http429));
         assert_eq!(ErrorClass::of_status(404), Some(ErrorClass::Http4xx));
         assert_eq!(ErrorClass::of_status(503), Some(ErrorClass::Http5xx));
+        assert_eq!(ErrorClass::of_status(599), Some(ErrorClass::Http5xx));
+        for other in [101, 199, 600, 999] {
+            assert_eq!(ErrorClass::of_status(other), Some(ErrorClass::HttpOther), "{other}");
+        }
+    }
+
+    #[test]
+    fn detail_keeps_the_first_distinct_messages_and_counts_the_rest_together() {
+        let mut d = ErrorDetail::default();
+        for i in 0..12u64 {
+            d.note(ErrorClass::Protocol, format!("m{i}").into(), i + 1);
+        }
+        d.note(ErrorClass::Protocol, "m0".into(), 10);
+        let list = &d.by_class[ErrorClass::Protocol as usize];
+        assert_eq!(list.len(), DETAIL_MESSAGES + 1);
+        assert_eq!(list[0], ("m0".into(), 11));
+        assert_eq!(list[DETAIL_MESSAGES], (OTHER_MESSAGES.into(), 9 + 10 + 11 + 12));
+        let total: u64 = list.iter().map(|(_, n)| n).sum();
+        assert_eq!(total, (1..=12).sum::<u64>() + 10, "nothing is lost");
+    }
+
+    #[test]
+    fn aborts_enter_latency_and_unsent_does_not() {
+        let mut r = ShardRecord::new(windows(), 2);
+        r.on_failure(1, 1_000_000_000, 1_400_000_000, ErrorClass::Aborted, "stopped".into());
+        r.on_unsent(1, 7);
+        let p = &r.phases[1];
+        assert_eq!((p.error(ErrorClass::Aborted), p.error(ErrorClass::Unsent)), (1, 7));
+        assert_eq!(p.latency.len(), 1);
+        assert!(p.latency.equivalent(p.latency.max(), 400_000));
+        assert_eq!(p.finished(), 8);
+        assert_eq!(r.abandoned, 1);
+        assert_eq!(r.seconds[1].errors[ErrorClass::Unsent as usize], 0, "unsent happened at no time");
     }
 
     #[test]
@@ -428,10 +602,12 @@ mod tests {
         let mut b = ShardRecord::new(windows(), 2);
         a.on_response(1, 0, 0, 3_000_000, 200);
         b.on_response(1, 0, 0, 9_000_000, 500);
+        a.on_response(1, 0, 0, 9_000_000, 500);
         a.merge(&b);
-        assert_eq!(a.phases[1].latency.len(), 2);
+        assert_eq!(a.details.by_class[ErrorClass::Http5xx as usize], vec![("status 500".into(), 2)]);
+        assert_eq!(a.phases[1].latency.len(), 3);
         assert!(a.phases[1].latency.equivalent(a.phases[1].latency.max(), 9_000));
-        assert_eq!(a.phases[1].error(ErrorClass::Http5xx), 1);
+        assert_eq!(a.phases[1].error(ErrorClass::Http5xx), 2);
     }
 
     #[test]

@@ -46,6 +46,9 @@ struct TargetTable {
     timeout: S<DurationText>,
     keepalive: S<bool>,
     wake_window: S<DurationText>,
+    max_header: S<SizeText>,
+    max_body: S<SizeText>,
+    retry_non_idempotent: S<bool>,
 }
 
 #[derive(Deserialize)]
@@ -138,6 +141,28 @@ impl<'de> Deserialize<'de> for DurationText {
             }
         }
         d.deserialize_str(V)
+    }
+}
+
+/// A size in bytes: a whole number (`65536`) or a string with a unit (`"64KiB"`).
+struct SizeText(String);
+
+impl<'de> Deserialize<'de> for SizeText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SizeText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size in bytes, like 65536 or \"64KiB\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SizeText, E> {
+                Ok(SizeText(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SizeText, E> {
+                Ok(SizeText(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -353,8 +378,8 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
     }
 
     if let Some(t) = target {
-        take!(raw, t, "target", url, connections, threads, keepalive);
-        take_text!(raw, t, "target", timeout, wake_window);
+        take!(raw, t, "target", url, connections, threads, keepalive, retry_non_idempotent);
+        take_text!(raw, t, "target", timeout, wake_window, max_header, max_body);
     }
     for (i, entry) in doc.request.into_iter().enumerate() {
         let at = Origin::File { at: src.at(entry.span().start), key: format!("request[{}]", i + 1) };

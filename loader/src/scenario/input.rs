@@ -169,6 +169,9 @@ pub(crate) struct Raw {
     pub timeout: Opt<String>,
     pub keepalive: Opt<bool>,
     pub wake_window: Opt<String>,
+    pub max_header: Opt<String>,
+    pub max_body: Opt<String>,
+    pub retry_non_idempotent: Opt<bool>,
     pub requests: Vec<RawRequest>,
     /// `--method`, `--header`, `--body`: applied to every request.
     pub method: Opt<String>,
@@ -221,6 +224,11 @@ impl Raw {
             self.keepalive = Some(Given::flag("--no-keepalive", false));
         }
         put(&mut self.wake_window, "--wake-window", a.wake_window.clone());
+        put(&mut self.max_header, "--max-header", a.max_header.clone());
+        put(&mut self.max_body, "--max-body", a.max_body.clone());
+        if a.retry_non_idempotent {
+            self.retry_non_idempotent = Some(Given::flag("--retry-non-idempotent", true));
+        }
         put(&mut self.method, "--method", a.method.clone());
         self.headers = a.headers.iter().map(|h| Given::flag("--header", h.clone())).collect();
         put(&mut self.body, "--body", a.body.clone());

@@ -125,6 +125,8 @@ pub struct PlannedRequest {
     pub bytes: Vec<u8>,
     /// It is a HEAD request (responses carry no body).
     pub head: bool,
+    /// Its method is idempotent (may be sent again after a stale connection).
+    pub idempotent: bool,
     /// Share of the mix.
     pub weight: u32,
 }
@@ -150,6 +152,10 @@ pub struct Plan {
     pub timeout: Duration,
     /// Wake-up window override.
     pub wake_window: Option<Duration>,
+    /// Size limits on responses.
+    pub limits: crate::engine::http1::Limits,
+    /// Send non-idempotent requests again after a stale keep-alive connection.
+    pub retry_non_idempotent: bool,
     /// Load the eBPF probes.
     pub probes: bool,
     /// Output directory.
@@ -188,6 +194,7 @@ impl Plan {
                 name: r.name.clone(),
                 bytes: encode_request(r, &host, r.path.as_deref().unwrap_or(&path)),
                 head: r.method == "HEAD",
+                idempotent: crate::engine::is_idempotent(&r.method),
                 weight: r.weight.max(1),
             })
             .collect();
@@ -205,6 +212,8 @@ impl Plan {
             threads,
             timeout: spec.timeout,
             wake_window: spec.wake_window,
+            limits: spec.limits,
+            retry_non_idempotent: spec.retry_non_idempotent,
             probes: spec.probes,
             out: spec.out.clone(),
             plain: spec.plain,

@@ -15,7 +15,7 @@ use super::file;
 use super::input::{Given, Origin, Raw, RawRequest};
 use super::limits::{CapacitySpec, SloSpec, VerdictLimits};
 use super::profile::{self, Profile};
-use super::values::{count, duration, duration_at_most, positive_duration, rate};
+use super::values::{count, duration, duration_at_most, positive_duration, rate, size};
 use crate::cli::RunArgs;
 use crate::error::InputError;
 
@@ -73,6 +73,10 @@ pub struct Spec {
     pub timeout: Duration,
     /// Wake-up window override (`None`: the engine's default for the rate).
     pub wake_window: Option<Duration>,
+    /// Size limits on responses.
+    pub limits: crate::engine::http1::Limits,
+    /// Send non-idempotent requests again after a stale keep-alive connection.
+    pub retry_non_idempotent: bool,
     /// Break criteria (`[slo]`).
     pub slo: SloSpec,
     /// Verdict limits (`[verdict]`).
@@ -206,6 +210,12 @@ impl Spec {
         })?;
         let wake_window =
             raw.wake_window.as_ref().map(|g| duration_at_most(g, Duration::from_secs(1), "1 second")).transpose()?;
+        let defaults = crate::engine::http1::Limits::default();
+        let limits = crate::engine::http1::Limits {
+            max_head: raw.max_header.as_ref().map_or(Ok(defaults.max_head as u64), |g| size(g, 1024, 64 << 20))?
+                as usize,
+            max_body: raw.max_body.as_ref().map_or(Ok(defaults.max_body), |g| size(g, 0, 1 << 40))?,
+        };
 
         Ok(Spec {
             scenario: raw.file.clone(),
@@ -220,6 +230,8 @@ impl Spec {
             threads: threads.map(|t| t as usize),
             timeout,
             wake_window,
+            limits,
+            retry_non_idempotent: raw.retry_non_idempotent.as_ref().is_some_and(|g| g.value),
             slo: SloSpec::from_raw(&raw.slo)?,
             verdict: VerdictLimits::from_raw(&raw.verdict)?,
             capacity: CapacitySpec::from_raw(raw)?,

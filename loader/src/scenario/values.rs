@@ -19,6 +19,30 @@ pub fn parse_duration(key: &str, text: &str) -> Result<Duration, InputError> {
         .map_err(|e| InputError::new(key, format!("expected a duration like 10s or 250ms, got {text:?} ({e})")))
 }
 
+/// A size in bytes between `min` and `max`: a whole number, or one with a unit (`k`/`KiB`,
+/// `M`/`MiB`, `G`/`GiB`, powers of 1024; `B` allowed).
+pub(crate) fn size(g: &Given<String>, min: u64, max: u64) -> Result<u64, InputError> {
+    let text = g.value.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(g.err(format!("expected a size like 65536, 64KiB or 256MiB, got {text:?}"))),
+    };
+    let n = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| g.err(format!("expected a size like 65536, 64KiB or 256MiB, got {text:?}")))?;
+    if n < min || n > max {
+        return Err(g.err(format!("{text} is outside {min}..={max} bytes")));
+    }
+    Ok(n)
+}
+
 /// A duration of at most [`MAX_DURATION`] (zero allowed).
 pub(crate) fn duration(g: &Given<String>) -> Result<Duration, InputError> {
     let d = humantime::parse_duration(g.value.trim())
