@@ -90,7 +90,10 @@ fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
 /// The exit outcome a finished summary calls for. A breakpoint run exists to find where
 /// steps start failing, so one that found its knee has passed.
 fn outcome_of(s: &summary::Summary) -> Outcome {
-    if s.interrupted {
+    if let Some(failure) = &s.failure {
+        eprintln!("loader: error: the run failed part-way ({failure}); what it measured until then is in summary.json");
+        Outcome::Error
+    } else if s.interrupted {
         Outcome::Interrupted
     } else if s.verdict.trusted == Some(false) {
         Outcome::Untrusted
@@ -276,8 +279,7 @@ fn run_once(
         plan.target.url
     );
 
-    let (mut summary, analysis) = measure(plan, interrupted, attached, probe_reason, certificate, Some(dir))?;
-    summary.preflight = noise;
+    let (summary, analysis) = measure(plan, interrupted, attached, probe_reason, certificate, noise, Some(dir))?;
     print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
     if plan.phases.iter().filter(|p| p.kind == PhaseKind::Hold).count() > 1 {
         print!("\n{}", analysis::render_steps(&summary.phases, &summary.series, &analysis));
@@ -290,14 +292,16 @@ fn run_once(
 
 /// The measuring core that `run` and `calibrate` share: shards, merge, summary, verdict and
 /// analysis, printing only the live progress. `probes` (already attached, counting from zero)
-/// are sampled and read here; `certificate` fills `summary.loader.certificate` before the
-/// verdict; the HDR interval log goes to `hlog_dir` when given.
+/// are sampled and read here; `certificate` fills `summary.loader.certificate` and
+/// `preflight` the host's noise floor before the verdict; the HDR interval log goes to
+/// `hlog_dir` when given.
 pub(crate) fn measure(
     plan: &Plan,
     interrupted: &Arc<AtomicBool>,
     mut probes: Option<&mut Probes>,
     probe_reason: Option<String>,
     certificate: Option<&crate::calibrate::Certified>,
+    preflight: Option<crate::health::preflight::Preflight>,
     hlog_dir: Option<&Path>,
 ) -> anyhow::Result<(summary::Summary, analysis::Analysis)> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -315,7 +319,10 @@ pub(crate) fn measure(
         cpu: &run.cpu,
         rss_mib: (run.rss_mib.0, run.rss_mib.1, proc_status_mib("VmHWM:")),
         health: run.health.clone(),
+        stopped_at_s: run.stopped_at_ns.map(|ns| ns as f64 / 1e9),
     });
+    summary.failure = run.failure.clone();
+    summary.preflight = preflight;
     summary.analysis.emergency_stop = run.emergency_stop.clone();
     summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
     summary.verdict = verdict::judge(&summary, &plan.verdict);
@@ -338,7 +345,8 @@ pub(crate) fn measure(
 struct Executed {
     record: ShardRecord,
     elapsed: Duration,
-    cpu: Vec<f64>,
+    /// Per second, the CPU of each shard (percent of one core).
+    cpu: Vec<Vec<f64>>,
     /// Resident memory at the first second and at the end.
     rss_mib: (Option<f64>, Option<f64>),
     /// Wall-clock time of the run's zero instant.
@@ -347,6 +355,10 @@ struct Executed {
     health: HealthSummary,
     /// The emergency stop, if it fired.
     emergency_stop: Option<EmergencyStop>,
+    /// When the first shard saw the stop (ns since start), if the run was stopped.
+    stopped_at_ns: Option<u64>,
+    /// Why shards failed part-way, if any did.
+    failure: Option<String>,
 }
 
 /// Sums of the shards' live counters.
@@ -397,6 +409,7 @@ fn execute(
     let requests = Arc::new(engine::RequestTable {
         bytes: plan.requests.iter().map(|r| r.bytes.clone().into_boxed_slice()).collect(),
         head: plan.requests.iter().map(|r| r.head).collect(),
+        idempotent: plan.requests.iter().map(|r| r.idempotent).collect(),
         mix: plan.mix(),
     });
     let peak_rate = plan.peak_rate();
@@ -410,8 +423,12 @@ fn execute(
         }
         None => None,
     };
+    let pace =
+        engine::pace::Pace::for_rate(peak_rate / plan.threads as f64, plan.wake_window.map(|w| w.as_nanos() as u64));
     let mut lives = Vec::new();
     let mut handles = Vec::new();
+    // Each shard says when it ends, so the main thread can sleep until the next second.
+    let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
     for shard in 0..plan.threads {
         let live = Arc::new(Live::default());
         lives.push(Arc::clone(&live));
@@ -428,21 +445,40 @@ fn execute(
             stop: Arc::clone(stop),
             live,
             seconds,
-            wake_window: plan.wake_window.unwrap_or_else(|| engine::wake_window(peak_rate / plan.threads as f64)),
+            pace,
             tls: tls.clone(),
+            limits: plan.limits,
+            retry_non_idempotent: plan.retry_non_idempotent,
         };
+        let ended_tx = ended_tx.clone();
         let handle = thread::Builder::new()
             .name(format!("loader-shard-{shard}"))
             .spawn(move || {
                 // SAFETY: gettid has no preconditions.
                 let tid = unsafe { libc::gettid() };
                 cfg.live.tid.store(tid as u64, Ordering::Relaxed);
-                engine::run_shard(cfg)
+                let result = engine::run_shard(cfg);
+                let _ = ended_tx.send(());
+                result
             })
             .context("cannot start shard thread")?;
         handles.push(handle);
     }
 
+    // The shards' run-queue delay is kept apart from the other threads' (its delay moves
+    // sends; the main thread's does not): tell the probes which threads they are.
+    if let Some(p) = probes.as_deref_mut() {
+        let give_up = Instant::now() + Duration::from_millis(200);
+        while lives.iter().any(|l| l.tid.load(Ordering::Relaxed) == 0) && Instant::now() < give_up {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let tids: Vec<u32> = lives.iter().map(|l| l.tid.load(Ordering::Relaxed) as u32).filter(|&t| t != 0).collect();
+        if let Err(e) = p.mark_shards(&tids) {
+            eprintln!(
+                "loader: warning: the probes cannot tell shard threads apart ({e}); run-queue delay covers every thread"
+            );
+        }
+    }
     let progress = Progress::new(plan);
     let mut cpu = CpuMeter::new(&lives);
     let mut health = Sampler::new(clock.start());
@@ -454,7 +490,9 @@ fn execute(
     let mut detector = plan.emergency_stop.then(|| CliffDetector::new(StopRule::default()));
     let mut emergency: Option<(StopReason, u64)> = None;
     let mut last = LiveTotals::default();
-    while handles.iter().any(|h| !h.is_finished()) {
+    drop(ended_tx);
+    let mut running = handles.len();
+    while running > 0 {
         if interrupted.load(Ordering::Relaxed) {
             stop.store(true, Ordering::Relaxed);
         }
@@ -465,10 +503,10 @@ fn execute(
             let pct = cpu.sample();
             health.sample();
             if let Some(p) = probes.as_deref_mut() {
-                p.sample();
+                p.sample(lives.iter().map(|l| l.open_connections.load(Ordering::Relaxed)).sum());
             }
             if tick > clock.start() {
-                cpu_samples.push(pct);
+                cpu_samples.push(pct.clone());
                 if rss_start.is_none() {
                     rss_start = proc_status_mib("VmRSS:");
                 }
@@ -476,7 +514,7 @@ fn execute(
             let totals = LiveTotals::of(&lives);
             let second = totals.since(&last);
             last = totals;
-            progress.line(at, &second, pct);
+            progress.line(at, &second, pct.iter().copied().fold(0.0, f64::max));
             let t = at.as_secs();
             if let Some(d) = detector.as_mut()
                 && t >= 1
@@ -494,17 +532,33 @@ fn execute(
                 }
             }
         }
-        thread::sleep(Duration::from_millis(5));
+        // Sleep to the next second (or a shard's end), looking at the interrupt flag at least
+        // every 100 ms: the main thread shares the loader's CPUs and must not wake them for
+        // nothing.
+        let next = (tick + Duration::from_secs(1)).saturating_duration_since(Instant::now());
+        match ended.recv_timeout(next.min(Duration::from_millis(100))) {
+            Ok(()) => running -= 1,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => running = 0,
+        }
     }
     progress.finish();
     let elapsed = clock.start().elapsed();
 
     let mut merged: Option<ShardRecord> = None;
     let mut last_send_ns = None;
+    let mut stopped_at_ns: Option<u64> = None;
+    let mut failures = Vec::new();
     for (shard, h) in handles.into_iter().enumerate() {
-        let ShardResult { record, last_send_ns: last_send, .. } =
+        let ShardResult { record, error, stopped_at_ns: stopped, last_send_ns: last_send } =
             h.join().map_err(|_| engine::EngineError::Thread(shard))?.with_context(|| format!("shard {shard}"))?;
         last_send_ns = last_send_ns.max(last_send);
+        if let Some(at) = stopped {
+            stopped_at_ns = Some(stopped_at_ns.map_or(at, |s: u64| s.min(at)));
+        }
+        if let Some(e) = error {
+            failures.push(format!("shard {shard}: {e}"));
+        }
         match &mut merged {
             None => merged = Some(record),
             Some(m) => m.merge(&record),
@@ -521,13 +575,24 @@ fn execute(
     let elapsed = elapsed.min(plan.duration() + plan.timeout);
     let rss_end = proc_status_mib("VmRSS:");
     let health = HealthSummary { peaks: health.peaks(), series: health.series };
-    Ok(Executed { record, elapsed, cpu: cpu_samples, rss_mib: (rss_start, rss_end), started, health, emergency_stop })
+    Ok(Executed {
+        record,
+        elapsed,
+        cpu: cpu_samples,
+        rss_mib: (rss_start, rss_end),
+        started,
+        health,
+        emergency_stop,
+        stopped_at_ns,
+        failure: (!failures.is_empty()).then(|| failures.join("; ")),
+    })
 }
 
-/// Per-second CPU of the shard threads, from /proc/self/task/TID/stat.
+/// Per-second CPU of each shard thread, from `/proc/self/task/TID/schedstat` (time on CPU in
+/// ns; `stat`'s clock ticks as a fallback).
 struct CpuMeter {
     tids: Vec<Arc<Live>>,
-    last: Option<(Instant, u64)>,
+    last: Option<(Instant, Vec<u64>)>,
     ticks_per_s: f64,
 }
 
@@ -538,32 +603,34 @@ impl CpuMeter {
         CpuMeter { tids: lives.to_vec(), last: None, ticks_per_s: if hz > 0 { hz as f64 } else { 100.0 } }
     }
 
-    fn total_ticks(&self) -> u64 {
-        self.tids
-            .iter()
-            .filter_map(|l| {
-                let tid = l.tid.load(Ordering::Relaxed);
-                let stat = fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-                // Fields after the ")" that closes the command name: utime is 14th, stime 15th.
-                let rest = &stat[stat.rfind(')')? + 2..];
-                let f: Vec<&str> = rest.split_whitespace().collect();
-                Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-            })
-            .sum()
+    /// CPU time of one thread so far, ns.
+    fn cpu_ns(&self, tid: u64) -> Option<u64> {
+        if let Ok(text) = fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+            && let Some(ns) = text.split_whitespace().next().and_then(|n| n.parse().ok())
+        {
+            return Some(ns);
+        }
+        let stat = fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+        // Fields after the ")" that closes the command name: utime is 14th, stime 15th.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        Some((ticks as f64 / self.ticks_per_s * 1e9) as u64)
     }
 
-    /// CPU since the previous sample, percent of one core per shard.
-    fn sample(&mut self) -> f64 {
+    /// CPU of each shard since the previous sample, percent of one core.
+    fn sample(&mut self) -> Vec<f64> {
         let now = Instant::now();
-        let ticks = self.total_ticks();
-        let pct = match self.last {
+        let used: Vec<u64> =
+            self.tids.iter().map(|l| self.cpu_ns(l.tid.load(Ordering::Relaxed)).unwrap_or(0)).collect();
+        let pct = match &self.last {
             Some((at, before)) => {
-                let secs = now.duration_since(at).as_secs_f64().max(1e-3);
-                (ticks.saturating_sub(before) as f64 / self.ticks_per_s) / secs / self.tids.len() as f64 * 100.0
+                let secs = now.duration_since(*at).as_secs_f64().max(1e-3);
+                used.iter().zip(before).map(|(u, b)| u.saturating_sub(*b) as f64 / 1e9 / secs * 100.0).collect()
             }
-            None => 0.0,
+            None => vec![0.0; used.len()],
         };
-        self.last = Some((now, ticks));
+        self.last = Some((now, used));
         pct
     }
 }
@@ -637,11 +704,19 @@ fn probe_summary(probes: Option<&Probes>, reason: Option<String>) -> ProbeSummar
             };
         }
     };
+    // A probe that did not run reads as null, never as a measured zero; `availability` says
+    // why it did not.
     let ok = |name: &str| r.availability.get(name).is_some_and(|v| v == "ok");
+    let run_queue = |h: &crate::probes::RunqueueUs| summary::RunQueueUs {
+        p50: h.p50.unwrap_or(0.0),
+        p99: h.p99.unwrap_or(0.0),
+        max: h.max.unwrap_or(0.0),
+        count: h.count,
+    };
     ProbeSummary {
         available: true,
         unavailable_reason: None,
-        connect_ms: Some(summary::ConnectMs {
+        connect_ms: ok("connect_latency").then(|| summary::ConnectMs {
             p50: r.connect_ms.p50.unwrap_or(0.0),
             p99: r.connect_ms.p99.unwrap_or(0.0),
             max: r.connect_ms.max.unwrap_or(0.0),
@@ -651,11 +726,13 @@ fn probe_summary(probes: Option<&Probes>, reason: Option<String>) -> ProbeSummar
         syn_retransmits: ok("syn_retransmits").then_some(r.syn_retransmits),
         resets: (ok("resets_received") || ok("resets_sent"))
             .then_some(summary::Resets { sent: r.resets.sent, received: r.resets.received }),
-        time_wait: Some(summary::TimeWait {
+        time_wait: ok("time_wait").then(|| summary::TimeWait {
             entries: r.time_wait.entries,
             max_live: r.time_wait.max_live.unwrap_or(0),
+            host_max_live: r.time_wait.host_max_live,
         }),
-        ephemeral_ports_max_ratio: r.ephemeral_ports_max_ratio,
+        ephemeral_ports_max_ratio: ok("time_wait").then_some(r.ephemeral_ports_max_ratio).flatten(),
+        host_ephemeral_ports_max_ratio: r.host_ephemeral_ports_max_ratio,
         tls_handshakes: ok("tls_handshakes").then(|| r.tls_handshakes.completed()),
         tls_handshake_ms: ok("tls_handshakes").then(|| {
             let t = &r.tls_handshakes;
@@ -669,16 +746,14 @@ fn probe_summary(probes: Option<&Probes>, reason: Option<String>) -> ProbeSummar
                 started: t.started,
             }
         }),
-        runqueue_us: ok("runqueue").then(|| summary::RunQueueUs {
-            p50: r.runqueue_us.p50.unwrap_or(0.0),
-            p99: r.runqueue_us.p99.unwrap_or(0.0),
-            max: r.runqueue_us.max.unwrap_or(0.0),
-        }),
-        tcp_states: Some(r.tcp_states.clone()),
+        runqueue_us: ok("runqueue").then(|| run_queue(&r.runqueue_us)),
+        runqueue_other_us: ok("runqueue").then(|| run_queue(&r.runqueue_other_us)),
+        tcp_states: ok("tcp_states").then(|| r.tcp_states.clone()),
         lost: Some(r.lost),
-        retransmits: Some(r.retransmits),
+        retransmits: ok("syn_retransmits").then_some(r.retransmits),
         drops: ok("drops").then(|| r.drops.clone()),
         lost_by_reason: Some(r.lost_by_reason.clone()),
+        loss_share: Some(r.loss_share),
         availability: Some(r.availability.clone()),
         series: p.series().cloned().collect(),
     }

@@ -48,6 +48,14 @@ pub fn phase(name: &str, offered: f64, ok_rps: f64, duration_s: f64) -> PhaseSum
     .expect("a phase as summary.json writes it")
 }
 
+/// A step the run stopped during: `requests` were planned, the ones neither sent nor
+/// dropped were never attempted (`unsent`, as the engine records a stop).
+fn cut_short(p: &mut PhaseSummary, requests: u64) {
+    p.requests = requests;
+    let dropped = p.errors.get("dropped").copied().unwrap_or(0);
+    p.errors.insert("unsent".into(), requests.saturating_sub(p.sent + dropped));
+}
+
 /// A step from a k6 summary line: `[p50, p90, p95, p99, max, avg]` ms and `count`, starting
 /// at `start_s`. ok/s = count / hold unless set after.
 fn seed_step(name: &str, offered: f64, start_s: f64, hold: f64, count: u64, l: [f64; 6]) -> PhaseSummary {
@@ -87,7 +95,7 @@ pub fn php_r2() -> Vec<PhaseSummary> {
         .collect();
     steps[4].ok_rps = 176.6;
     steps[4].sent_rps = 179.9;
-    steps[5].requests = 4200;
+    cut_short(&mut steps[5], 4200);
     steps
 }
 
@@ -120,7 +128,7 @@ pub fn node_2a() -> Vec<PhaseSummary> {
             seed_step(&format!("{:02}_rps{}", i + 1, rate as u64), rate, 30.0 * i as f64 + 8.0, 22.0, count, l)
         })
         .collect();
-    steps[4].requests = 3850;
+    cut_short(&mut steps[4], 3850);
     steps
 }
 
@@ -139,7 +147,7 @@ pub fn node_1c() -> Vec<PhaseSummary> {
     fail(&mut s550, "http_5xx", 86);
     *s550.errors.get_mut("dropped").expect("class") = 12_100 - 9523;
     let mut s600 = seed_step("03_rps600", 600.0, 68.0, 22.0, 721, [900.0, 1000.0, 1000.0, 1050.0, 1100.0, 930.0]);
-    s600.requests = 13_200;
+    cut_short(&mut s600, 13_200);
     fail(&mut s600, "http_5xx", 136);
     vec![s300, s550, s600]
 }

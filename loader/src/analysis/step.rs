@@ -103,7 +103,7 @@ pub struct StepNumbers {
     pub sent: u64,
     /// Of those, answered 2xx/3xx.
     pub ok: u64,
-    /// Of those, failed in any class except `dropped`.
+    /// Of those, failed in any class except `dropped`, `aborted` and `unsent`.
     pub failed: u64,
     /// Of those, dropped (never sent: no connection within the timeout).
     pub dropped: u64,
@@ -139,9 +139,15 @@ impl StepNumbers {
         let class = |c: &str| phase.errors.get(c).copied().unwrap_or(0);
         let all_errors: u64 = phase.errors.values().sum();
         let dropped = class("dropped");
-        let failed = all_errors - dropped;
+        // Failures of attempted requests: every class but those judged apart (dropped) or
+        // left by a stop (aborted, unsent).
+        let failed = all_errors - dropped - class("aborted") - class("unsent");
+        // Summaries count what a stop left unsent; older ones left it to be inferred:
         // planned = sent + dropped + never connected + never attempted (docs/methodology.md).
-        let unsent = phase.requests.saturating_sub(phase.sent + dropped + class("connect"));
+        let unsent = match phase.errors.get("unsent") {
+            Some(&n) => n,
+            None => phase.requests.saturating_sub(phase.sent + dropped + class("connect")),
+        };
         let finished = phase.ok + failed;
         StepNumbers {
             offered_rps: phase.offered_rps,

@@ -2,7 +2,10 @@
 //!
 //! A step's figures ([`StepFigures`]) come from the run's summary (see `steps.rs`); this file
 //! only judges them. The loader fails a step when it stops keeping its own schedule (late
-//! sends while a connection was free, CPU, run-queue delay); the target fails a step when
+//! sends while a connection was free, CPU, run-queue delay) — and wherever the verdict's own
+//! rules on send lag and run-queue delay (`verdict::delay`) would not trust the step, so that
+//! a run well under the certified rate is never one the verdict calls saturated. The target
+//! fails a step when
 //! goodput falls behind the offered rate while the loader is on time (requests waiting for a
 //! busy connection, errors). Loader evidence wins inside one step: a late loader reads
 //! responses late too, which makes the target look slow, never the other way round.
@@ -55,6 +58,18 @@ pub struct StepFigures {
     pub late_pooled: u64,
     /// Send lag p99, ms.
     pub send_lag_p99_ms: f64,
+    /// The loader's own part of the send lag, p99, ms (older certificates: the whole lag).
+    #[serde(default)]
+    pub own_lag_p99_ms: Option<f64>,
+    /// Latency p99 of the step, ms (what the loader's own delays are held against).
+    #[serde(default)]
+    pub latency_p99_ms: Option<f64>,
+    /// Sends of the step that waited for a connection.
+    #[serde(default)]
+    pub waited_for_connection: u64,
+    /// The host's wake-up jitter during the run (the verdict's floor), ms.
+    #[serde(default)]
+    pub floor_ms: Option<f64>,
     /// Shard CPU p95 over the step's settled seconds, percent of one core per shard.
     pub cpu_p95: Option<f64>,
     /// Run-queue delay of loader threads over the settled seconds: the lower median of the
@@ -112,6 +127,27 @@ pub fn judge_step(f: &StepFigures, runqueue_limit_ms: f64) -> StepCall {
         && rq / 1000.0 > runqueue_limit_ms
     {
         loader.push(format!("run-queue delay p99 {:.2} ms above {runqueue_limit_ms} ms", rq / 1000.0));
+    }
+    // The verdict's relative rules, with the verdict's defaults.
+    let share = crate::verdict::Limits::default().loader_delay_pct / 100.0;
+    if let (Some(latency), Some(floor_ms)) = (f.latency_p99_ms, f.floor_ms) {
+        let floor = crate::verdict::floor::Floor { ms: floor_ms, preflight_ms: None, run_ms: None };
+        let own = f.own_lag_p99_ms.unwrap_or(f.send_lag_p99_ms);
+        let lag =
+            crate::verdict::judge_lag(f.send_lag_p99_ms, own, latency, f.sent, f.waited_for_connection, &floor, share);
+        if matches!(lag, crate::verdict::Lag::OwnWork | crate::verdict::Lag::Late) {
+            loader.push(format!(
+                "send lag p99 {:.2} ms (own {own:.2} ms) is a material part of the latency p99 {latency:.2} ms beyond the host's jitter ({floor_ms:.2} ms), as the verdict judges it",
+                f.send_lag_p99_ms
+            ));
+        }
+        if let Some(rq) = f.runqueue_p99_us.map(|us| us / 1000.0)
+            && rq >= crate::verdict::MATERIAL_DELAY_FLOOR_MS
+            && rq >= share * latency
+        {
+            loader
+                .push(format!("run-queue delay p99 {rq:.2} ms is a material part of the latency p99 {latency:.2} ms"));
+        }
     }
     if !loader.is_empty() {
         return StepCall { figures: f.clone(), side: Side::Loader, why: loader };
@@ -341,6 +377,48 @@ mod tests {
         let f = find(&calls);
         assert_eq!(f.limited_by, LimitedBy::Loader);
         assert_eq!(f.ceiling_rps(&calls), Some(1563.0));
+    }
+
+    #[test]
+    fn a_failed_first_step_is_a_blip_when_the_next_one_passes() {
+        // Issue 9: 16 late sends at the first step (5,000/s), then every step up to 58,208/s
+        // passed — a hiccup, not a ceiling of 0.
+        let calls: Vec<_> = [
+            StepFigures { late_unpooled: 16, ..on_time(5000.0) },
+            on_time(6250.0),
+            on_time(7813.0),
+            StepFigures { cpu_p95: Some(99.0), ..on_time(9766.0) },
+            StepFigures { cpu_p95: Some(99.0), ..on_time(12207.0) },
+        ]
+        .iter()
+        .map(|f| judge_step(f, 1.0))
+        .collect();
+        assert_eq!(calls[0].side, Side::Loader);
+        let f = find(&calls);
+        assert_eq!((f.limited_by, f.ceiling_rps(&calls)), (LimitedBy::Loader, Some(7813.0)));
+    }
+
+    #[test]
+    fn a_step_the_verdict_would_not_trust_is_not_certified() {
+        // The loader's own work is 0.4 ms of a 0.6 ms latency p99: the verdict would invalidate
+        // a run at this rate, so calibration does not certify it either.
+        let f = StepFigures {
+            own_lag_p99_ms: Some(0.4),
+            send_lag_p99_ms: 0.45,
+            latency_p99_ms: Some(0.6),
+            floor_ms: Some(0.1),
+            ..on_time(20_000.0)
+        };
+        assert_eq!(judge_step(&f, 1.0).side, Side::Loader);
+        // At the host's floor it is a resolution note, not a failure.
+        let f = StepFigures {
+            own_lag_p99_ms: Some(0.01),
+            send_lag_p99_ms: 0.12,
+            latency_p99_ms: Some(0.3),
+            floor_ms: Some(0.1),
+            ..on_time(20_000.0)
+        };
+        assert_eq!(judge_step(&f, 1.0).side, Side::Ok);
     }
 
     #[test]

@@ -301,7 +301,7 @@ impl Pass<'_> {
             }
         };
         let probes_on = probes.is_some();
-        let (summary, _) = crate::run::measure(plan, interrupted, probes.as_mut(), probe_reason, None, None)?;
+        let (summary, _) = crate::run::measure(plan, interrupted, probes.as_mut(), probe_reason, None, None, None)?;
         let runqueue_limit = Limits::default().runqueue_p99_ms;
         let calls = steps::figures(&summary)
             .into_iter()

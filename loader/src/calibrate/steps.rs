@@ -12,6 +12,7 @@ use crate::report::summary::Summary;
 
 /// Figures of every hold phase, in order.
 pub fn figures(s: &Summary) -> Vec<StepFigures> {
+    let floor = crate::verdict::floor::Floor::of(s);
     s.phases
         .iter()
         .filter(|p| p.kind == "hold")
@@ -40,10 +41,19 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
                 sent_rps: p.sent_rps,
                 ok_rps: p.ok_rps,
                 sent: p.sent,
-                errors: p.errors.values().sum(),
+                // Failures of attempted requests (not what a stop left aborted or unsent).
+                errors: crate::record::ErrorClass::ALL
+                    .iter()
+                    .filter(|c| c.is_failure())
+                    .map(|c| p.errors.get(c.as_str()).copied().unwrap_or(0))
+                    .sum(),
                 late_unpooled: p.late_unpooled,
                 late_pooled: p.late.saturating_sub(p.late_unpooled),
                 send_lag_p99_ms: p.send_lag_ms.p99,
+                own_lag_p99_ms: p.own_lag_ms.as_ref().map(|o| o.p99),
+                latency_p99_ms: Some(p.latency_ms.p99),
+                waited_for_connection: p.waited_for_connection,
+                floor_ms: Some(floor.ms),
                 cpu_p95: p95(&cpu),
                 runqueue_p99_us: rq,
                 time_wait_max: tw,

@@ -46,7 +46,35 @@ pub fn cgroup_v2_path(text: &str) -> Option<String> {
     text.lines().find_map(|l| l.strip_prefix("0::")).map(|p| p.trim().trim_end_matches('/').to_string())
 }
 
-/// Throttling figures of a cgroup v2 `cpu.stat`.
+/// The cgroup v1 `cpu` controller's hierarchy and path of `/proc/self/cgroup`
+/// (`4:cpu,cpuacct:/path` → `("cpu,cpuacct", "/path")`), on hosts that keep it on v1.
+pub fn cgroup_v1_cpu(text: &str) -> Option<(String, String)> {
+    text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "cpu")
+            .then(|| (controllers.to_string(), path.trim().trim_end_matches('/').to_string()))
+    })
+}
+
+/// Where the process's `cpu.stat` may be, most specific first: the v1 `cpu` hierarchy
+/// (hybrid hosts keep the CPU controller there), then the v2 unified one.
+pub fn cpu_stat_candidates(proc_self_cgroup: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    if let Some((controllers, path)) = cgroup_v1_cpu(proc_self_cgroup) {
+        paths.push(format!("/sys/fs/cgroup/{controllers}{path}/cpu.stat"));
+        paths.push(format!("/sys/fs/cgroup/cpu{path}/cpu.stat"));
+    }
+    if let Some(path) = cgroup_v2_path(proc_self_cgroup) {
+        paths.push(format!("/sys/fs/cgroup{path}/cpu.stat"));
+        paths.push(format!("/sys/fs/cgroup/unified{path}/cpu.stat"));
+    }
+    paths
+}
+
+/// Throttling figures of a cgroup `cpu.stat` (v2 `throttled_usec`, v1 `throttled_time` ns).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CgroupCpu {
     /// Periods in which the cgroup was throttled.
@@ -58,7 +86,8 @@ pub struct CgroupCpu {
 /// Parse `cpu.stat`.
 pub fn cgroup_cpu(text: &str) -> CgroupCpu {
     let get = |key: &str| text.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse::<u64>().ok()));
-    CgroupCpu { nr_throttled: get("nr_throttled "), throttled_usec: get("throttled_usec ") }
+    let throttled_usec = get("throttled_usec ").or_else(|| get("throttled_time ").map(|ns| ns / 1000));
+    CgroupCpu { nr_throttled: get("nr_throttled "), throttled_usec }
 }
 
 /// `ip_local_port_range` → (low, high).
@@ -66,18 +95,6 @@ pub fn port_range(text: &str) -> Option<(u16, u16)> {
     let mut it = text.split_whitespace().map(|x| x.parse::<u16>().ok());
     let (lo, hi) = (it.next()??, it.next()??);
     (lo <= hi).then_some((lo, hi))
-}
-
-/// Sockets of a `/proc/net/tcp{,6}` table whose local port lies in `[lo, hi]`.
-pub fn local_ports_in_range(text: &str, lo: u16, hi: u16) -> u64 {
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let local = l.split_whitespace().nth(1)?;
-            u16::from_str_radix(local.rsplit(':').next()?, 16).ok()
-        })
-        .filter(|p| (lo..=hi).contains(p))
-        .count() as u64
 }
 
 /// The TCP line of `/proc/net/sockstat`.
@@ -142,9 +159,18 @@ mod tests {
     fn ports_and_sockstat() {
         assert_eq!(port_range("32768\t60999\n"), Some((32768, 60999)));
         assert_eq!(port_range("9 1"), None);
-        let tcp = "  sl  local_address rem_address   st\n   0: 0100007F:1F90 00000000:0000 0A\n   1: 0100007F:8000 0100007F:1F90 01\n   2: 0100007F:EE47 0100007F:1F90 06\n";
-        assert_eq!(local_ports_in_range(tcp, 32768, 60999), 2);
         let ss = "sockets: used 10\nTCP: inuse 5 orphan 1 tw 7 alloc 9 mem 3\nUDP: inuse 1 mem 0\n";
         assert_eq!(sockstat(ss), Some(SockStat { inuse: 5, orphan: 1, tw: 7, alloc: 9, mem: 3 }));
+    }
+
+    #[test]
+    fn finds_cpu_stat_on_hybrid_and_unified_hosts() {
+        let hybrid = "9:name=systemd:/\n4:cpu,cpuacct:/loader-test\n0::/\n";
+        assert_eq!(cgroup_v1_cpu(hybrid), Some(("cpu,cpuacct".into(), "/loader-test".into())));
+        let c = cpu_stat_candidates(hybrid);
+        assert_eq!(c[0], "/sys/fs/cgroup/cpu,cpuacct/loader-test/cpu.stat");
+        assert_eq!(cpu_stat_candidates("0::/user.slice\n")[0], "/sys/fs/cgroup/user.slice/cpu.stat");
+        let v1 = cgroup_cpu("nr_periods 83\nnr_throttled 83\nthrottled_time 3500000000\n");
+        assert_eq!(v1, CgroupCpu { nr_throttled: Some(83), throttled_usec: Some(3_500_000) });
     }
 }

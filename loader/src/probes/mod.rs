@@ -71,7 +71,7 @@ use self::{
 };
 pub use self::{
     histogram::LatencyHistogram,
-    readings::{ConnectMs, ProbeReadings, ProbeSample, Resets, RunqueueUs, TimeWait},
+    readings::{ConnectMs, LossShare, ProbeReadings, ProbeSample, Resets, RunqueueUs, TimeWait},
     sock_events::SockEvents,
     time_wait::EphemeralPorts,
     tls_handshakes::TlsHandshakes,
@@ -307,6 +307,8 @@ pub struct Probes {
     runqueue: RunqueueReader,
     tls_handshakes: TlsHandshakesReader,
     lost: counters::LostCounters,
+    /// Runs of the busy programs (`runs::*`), the denominator of their recursion misses.
+    runs: counters::LostCounters,
     /// Each attached program's `recursion_misses` at the last [`Probes::reset`] (the kernel's
     /// counter cannot be zeroed).
     misses_at_reset: BTreeMap<&'static str, u64>,
@@ -324,7 +326,14 @@ struct Series {
     previous: Option<Cumulative>,
     max_live_time_wait: Option<u64>,
     max_port_ratio: Option<f64>,
+    /// The loader's entries into TIME_WAIT of the last [`TIME_WAIT_SECONDS`] samples.
+    recent_entries: VecDeque<u64>,
+    max_own_time_wait: Option<u64>,
+    max_own_port_ratio: Option<f64>,
 }
+
+/// Linux keeps a socket in TIME_WAIT for 60 s (`TCP_TIMEWAIT_LEN`, not tunable).
+const TIME_WAIT_SECONDS: usize = 60;
 
 impl Series {
     fn new() -> Series {
@@ -335,7 +344,17 @@ impl Series {
             previous: None,
             max_live_time_wait: None,
             max_port_ratio: None,
+            recent_entries: VecDeque::with_capacity(TIME_WAIT_SECONDS),
+            max_own_time_wait: None,
+            max_own_port_ratio: None,
         }
+    }
+
+    /// The loader's own live TIME_WAIT now: its entries of the last 60 s (plus `since_last`,
+    /// not sampled yet), at most the namespace's `live` count.
+    fn own_time_wait(&self, since_last: u64, live: Option<u64>) -> u64 {
+        let entries = self.recent_entries.iter().sum::<u64>() + since_last;
+        live.map_or(entries, |live| entries.min(live))
     }
 }
 
@@ -493,6 +512,7 @@ impl Probes {
             runqueue: RunqueueReader::take(&mut ebpf)?,
             tls_handshakes: TlsHandshakesReader::take(&mut ebpf)?,
             lost: counters::LostCounters(counters::take_per_cpu_array(&mut ebpf, names::LOST)?),
+            runs: counters::LostCounters(counters::take_per_cpu_array(&mut ebpf, names::PROGRAM_RUNS)?),
             ebpf,
             tgid,
             attached,
@@ -516,6 +536,7 @@ impl Probes {
         self.runqueue.reset()?;
         self.tls_handshakes.reset()?;
         counters::zero(&mut self.lost.0)?;
+        counters::zero(&mut self.runs.0)?;
         let mut misses = BTreeMap::new();
         for &program in &self.attached {
             misses.insert(program, self.recursion_misses(program)?);
@@ -523,6 +544,12 @@ impl Probes {
         self.misses_at_reset = misses;
         self.series = Series::new();
         Ok(())
+    }
+
+    /// Mark `tids` as the run's shard threads: their run-queue delay is kept apart from the
+    /// other threads' from now on. A failure leaves them counted with the others.
+    pub fn mark_shards(&mut self, tids: &[u32]) -> Result<(), String> {
+        runqueue::mark_shards(&mut self.ebpf, tids)
     }
 
     /// Whether start-up had to mount tracefs (it stays mounted), for the run's notes.
@@ -555,10 +582,16 @@ impl Probes {
         let connect = self.connect_latency.read()?;
         let events = self.sock_events.read()?;
         let runqueue = self.runqueue.read()?;
+        let runqueue_other = self.runqueue.read_other()?;
         let tls_handshakes = self.tls_handshakes.read()?;
         let lost_by_reason = self.lost_by_reason()?;
         let live_now = time_wait::live_time_wait(self.tgid).ok();
-        let ports_now = time_wait::ephemeral_ports(self.tgid).ok().map(|p| p.ratio);
+        // At the end of a run the loader has no socket open: its share is its TIME_WAIT.
+        let ports_now = time_wait::ephemeral_ports(self.tgid, 0).ok();
+        let since_last = transitions
+            .time_wait_entries()
+            .saturating_sub(self.series.previous.as_ref().map_or(0, |p| p.time_wait_entries));
+        let own_now = self.series.own_time_wait(since_last, live_now);
         Ok(ProbeReadings {
             connect_ms: ConnectMs::new(&connect, transitions.failed_connects()),
             syn_retransmits: events.syn_retransmits,
@@ -566,39 +599,53 @@ impl Probes {
             resets: Resets { sent: events.resets_sent, received: events.resets_received },
             time_wait: TimeWait {
                 entries: transitions.time_wait_entries(),
-                max_live: max_option(self.series.max_live_time_wait, live_now),
+                max_live: max_option(self.series.max_own_time_wait, Some(own_now)),
+                host_max_live: max_option(self.series.max_live_time_wait, live_now),
             },
-            ephemeral_ports_max_ratio: max_option(self.series.max_port_ratio, ports_now),
+            ephemeral_ports_max_ratio: max_option(
+                self.series.max_own_port_ratio,
+                ports_now.map(|p| p.own_ratio(own_now)),
+            ),
+            host_ephemeral_ports_max_ratio: max_option(self.series.max_port_ratio, ports_now.map(|p| p.ratio)),
             runqueue_us: RunqueueUs::new(&runqueue),
+            runqueue_other_us: RunqueueUs::new(&runqueue_other),
             drops: self.drops.read()?,
             tls_handshakes,
             tcp_states: transitions.named(),
             lost: lost_by_reason.values().fold(0u64, |total, &n| total.saturating_add(n)),
+            loss_share: self.loss_share(&lost_by_reason, runqueue.count + runqueue_other.count, &transitions)?,
             lost_by_reason: lost_by_reason.into_iter().map(|(reason, n)| (reason.to_owned(), n)).collect(),
             availability: self.availability.clone(),
             connect_histogram: connect,
             runqueue_histogram: runqueue,
+            runqueue_other_histogram: runqueue_other,
         })
     }
 
     /// Take one sample of the per-second series: what the counters did since the previous
-    /// call, live TIME_WAIT and ephemeral-port use now. Call once a second from the run loop;
-    /// costs a few map reads and one pass over `/proc/<tgid>/net/tcp{,6}` and `fd/`. Never
-    /// fails: a figure that cannot be read is `None` (or 0 for a counter) in the sample.
-    pub fn sample(&mut self) {
+    /// call, live TIME_WAIT and ephemeral-port use now, given the loader's open sockets now
+    /// (`own_open`). Call once a second from the run loop; costs a few map reads and two small
+    /// `/proc` files. Never fails: a figure that cannot be read is `None` (or 0 for a counter)
+    /// in the sample.
+    pub fn sample(&mut self, own_open: u64) {
         let now = self.cumulative();
         let previous = self.series.previous.take().unwrap_or_default();
         let live = time_wait::live_time_wait(self.tgid).ok();
-        let ports = time_wait::ephemeral_ports(self.tgid).ok();
+        let ports = time_wait::ephemeral_ports(self.tgid, own_open).ok();
         let interval_runqueue = now.runqueue.since(&previous.runqueue);
+        let entries = now.time_wait_entries.saturating_sub(previous.time_wait_entries);
+        let own_time_wait = self.series.own_time_wait(entries, live);
+        let own_ports = ports.map(|p| p.own_ratio(own_time_wait));
         let sample = ProbeSample {
             elapsed_s: self.series.started.elapsed().as_secs_f64(),
             connects: now.connects.saturating_sub(previous.connects),
             failed_connects: now.failed_connects.saturating_sub(previous.failed_connects),
-            time_wait_entries: now.time_wait_entries.saturating_sub(previous.time_wait_entries),
+            time_wait_entries: entries,
             time_wait_live: live,
+            time_wait_own: Some(own_time_wait),
             ephemeral_ports_in_use: ports.map(|p| p.in_use),
             ephemeral_ports_ratio: ports.map(|p| p.ratio),
+            own_ports_ratio: own_ports,
             syn_retransmits: now.sock_events.syn_retransmits.saturating_sub(previous.sock_events.syn_retransmits),
             resets_sent: now.sock_events.resets_sent.saturating_sub(previous.sock_events.resets_sent),
             resets_received: now.sock_events.resets_received.saturating_sub(previous.sock_events.resets_received),
@@ -611,6 +658,12 @@ impl Probes {
         };
         self.series.max_live_time_wait = max_option(self.series.max_live_time_wait, live);
         self.series.max_port_ratio = max_option(self.series.max_port_ratio, ports.map(|p| p.ratio));
+        self.series.max_own_time_wait = max_option(self.series.max_own_time_wait, Some(own_time_wait));
+        self.series.max_own_port_ratio = max_option(self.series.max_own_port_ratio, own_ports);
+        if self.series.recent_entries.len() == TIME_WAIT_SECONDS {
+            self.series.recent_entries.pop_front();
+        }
+        self.series.recent_entries.push_back(entries);
         if self.series.samples.len() == SERIES_CAPACITY {
             self.series.samples.pop_front();
             self.series.dropped += 1;
@@ -660,6 +713,37 @@ impl Probes {
         }
         by_reason.insert("recursion_misses", misses);
         Ok(by_reason)
+    }
+
+    /// How much of what the probes should have counted they lost, by what it hides: for the
+    /// run-queue rule, the share of scheduler events the kernel skipped (`recursion_misses`
+    /// of the scheduler programs over their runs) or of the loader's waits with no room in
+    /// the thread maps; for the socket rules, the same for `sock:inet_sock_set_state`.
+    fn loss_share(
+        &self,
+        by_reason: &BTreeMap<&'static str, u64>,
+        runqueue_events: u64,
+        transitions: &tcp_states::Transitions,
+    ) -> anyhow::Result<LossShare> {
+        let runs = read_sums(&self.runs.0, probes_ebpf::runs::SLOTS)?;
+        let misses = |programs: &[&'static str]| -> anyhow::Result<u64> {
+            let mut n = 0u64;
+            for &p in programs.iter().filter(|p| self.attached.contains(p)) {
+                n += self.recursion_misses(p)?.saturating_sub(self.misses_at_reset.get(p).copied().unwrap_or(0));
+            }
+            Ok(n)
+        };
+        let share = |lost: u64, seen: u64| if lost == 0 { 0.0 } else { lost as f64 / (seen + lost).max(1) as f64 };
+        let sched_runs = runs[probes_ebpf::runs::RUNQ_WAKEUP as usize] + runs[probes_ebpf::runs::RUNQ_SWITCH as usize];
+        let sched_missed =
+            misses(&[names::RUNQ_WAKEUP_PROGRAM, names::RUNQ_WAKEUP_NEW_PROGRAM, names::RUNQ_SWITCH_PROGRAM])?;
+        let tcp_missed = misses(&[names::TCP_STATES_PROGRAM])?;
+        let get = |reason: &str| by_reason.get(reason).copied().unwrap_or(0);
+        Ok(LossShare {
+            runqueue: share(sched_missed, sched_runs).max(share(get("tid_map_full"), runqueue_events)),
+            sockets: share(tcp_missed, runs[probes_ebpf::runs::TCP_STATES as usize])
+                .max(share(get("sock_map_full"), transitions.named().values().sum())),
+        })
     }
 
     /// Total of [`Probes::lost_by_reason`]; `u64::MAX` if the counters cannot be read, so a

@@ -27,11 +27,16 @@ pub struct ProbeReadings {
     pub resets: Resets,
     /// Active closes into TIME_WAIT and the live TIME_WAIT count.
     pub time_wait: TimeWait,
-    /// Highest ephemeral-port use seen, as a fraction of `ip_local_port_range` (see
-    /// `time_wait.rs` for what counts); `None` if never measured.
+    /// Highest ephemeral-port use by the loader itself seen — its open sockets and its own
+    /// TIME_WAIT — as a fraction of `ip_local_port_range`; `None` if never measured.
     pub ephemeral_ports_max_ratio: Option<f64>,
-    /// Run-queue delay of the loader's threads.
+    /// The same for the whole network namespace: the loader's sockets and every TIME_WAIT
+    /// socket, whoever left it (see `time_wait.rs`).
+    pub host_ephemeral_ports_max_ratio: Option<f64>,
+    /// Run-queue delay of the loader's shard threads.
     pub runqueue_us: RunqueueUs,
+    /// Run-queue delay of the loader's other threads (main thread, samplers).
+    pub runqueue_other_us: RunqueueUs,
     /// Packets dropped on the loader's sockets, by kernel drop reason (`"SOCKET_RCVBUFF"`).
     pub drops: BTreeMap<String, u64>,
     /// The loader's TLS handshakes as the uprobes saw them (zero for an http target).
@@ -43,14 +48,18 @@ pub struct ProbeReadings {
     /// Events seen but not counted, by reason (map full, read failure, kernel recursion
     /// misses…).
     pub lost_by_reason: BTreeMap<String, u64>,
+    /// Share of the events behind each rule that were lost.
+    pub loss_share: LossShare,
     /// Each probe's state: `"ok"` or why it is not running. Probes: `tcp_states`,
     /// `connect_latency`, `time_wait`, `syn_retransmits`, `resets_received`, `resets_sent`,
     /// `drops`, `runqueue`, `tls_handshakes`.
     pub availability: BTreeMap<String, String>,
     /// The connect-latency histogram behind `connect_ms`.
     pub connect_histogram: LatencyHistogram,
-    /// The run-queue histogram behind `runqueue_us`.
+    /// The run-queue histogram behind `runqueue_us` (shard threads).
     pub runqueue_histogram: LatencyHistogram,
+    /// The run-queue histogram behind `runqueue_other_us` (every other loader thread).
+    pub runqueue_other_histogram: LatencyHistogram,
 }
 
 /// `summary.json` `probes.connect_ms`.
@@ -66,6 +75,15 @@ pub struct ConnectMs {
     pub count: u64,
     /// Connects that failed (SYN_SENT → CLOSE: refused, timed out, reset, aborted).
     pub failed: u64,
+}
+
+/// `summary.json` `probes.loss_share`: the share of events lost, by what the loss could hide.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct LossShare {
+    /// Scheduler events (the run-queue rule's evidence) lost, fraction.
+    pub runqueue: f64,
+    /// TCP state changes of the loader's sockets (TIME_WAIT, ports, connects) lost, fraction.
+    pub sockets: f64,
 }
 
 /// `summary.json` `probes.runqueue_us`.
@@ -96,9 +114,13 @@ pub struct TimeWait {
     /// Active closes of the loader's sockets that left a TIME_WAIT socket (FIN_WAIT2 → CLOSE
     /// and CLOSING → CLOSE), since start.
     pub entries: u64,
-    /// Highest live TIME_WAIT count sampled: `/proc/net/sockstat` `tw`, the whole network
-    /// namespace (timewait sockets have no owner); `None` if never sampled.
+    /// Highest live TIME_WAIT count of the loader's own sockets: its entries of the last
+    /// 60 s (the kernel's fixed TIME_WAIT length), at most the namespace's count; `None` if
+    /// never sampled.
     pub max_live: Option<u64>,
+    /// Highest live TIME_WAIT count of the whole network namespace (`/proc/net/sockstat`
+    /// `tw`: the loader's and every neighbour's); `None` if never sampled.
+    pub host_max_live: Option<u64>,
 }
 
 /// One interval of the per-second series (what changed since the previous sample).
@@ -114,10 +136,19 @@ pub struct ProbeSample {
     pub time_wait_entries: u64,
     /// Live TIME_WAIT now (sockstat, namespace-wide); `None` if unreadable.
     pub time_wait_live: Option<u64>,
-    /// Ephemeral ports in use now; `None` if unreadable.
+    /// The loader's own live TIME_WAIT now (its entries of the last 60 s, at most
+    /// `time_wait_live`).
+    #[serde(default)]
+    pub time_wait_own: Option<u64>,
+    /// Ephemeral ports held now by the loader's sockets and every TIME_WAIT socket (the
+    /// namespace's view); `None` if unreadable.
     pub ephemeral_ports_in_use: Option<u64>,
     /// `ephemeral_ports_in_use / range`; `None` if unreadable.
     pub ephemeral_ports_ratio: Option<f64>,
+    /// The loader's own share of the range now: its open sockets' ports and its own live
+    /// TIME_WAIT, over the range.
+    #[serde(default)]
+    pub own_ports_ratio: Option<f64>,
     /// SYN retransmits in the interval.
     pub syn_retransmits: u64,
     /// Resets sent in the interval.
@@ -128,7 +159,7 @@ pub struct ProbeSample {
     pub drops: u64,
     /// Run-queue waits measured in the interval.
     pub runqueue_count: u64,
-    /// 99th percentile run-queue delay of the interval, µs.
+    /// 99th percentile run-queue delay of the shard threads in the interval, µs.
     pub runqueue_p99_us: Option<f64>,
     /// Upper bound of the interval's longest run-queue delay, µs (top of the highest bucket
     /// that grew, capped by the cumulative max).

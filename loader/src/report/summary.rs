@@ -24,6 +24,10 @@ pub struct Summary {
     pub schema: String,
     /// The run stopped before its plan ended (SIGINT/SIGTERM); numbers cover what ran.
     pub interrupted: bool,
+    /// Why the run failed part-way (a shard's io_uring failed), if it did: the numbers cover
+    /// what ran until then, every unfinished request accounted as `aborted` or `unsent`.
+    #[serde(default)]
+    pub failure: Option<String>,
     /// What was run.
     pub run: RunInfo,
     /// Trust verdict.
@@ -57,6 +61,20 @@ pub struct Summary {
     pub health: HealthSummary,
     /// Per-second series of the whole run.
     pub series: Vec<SecondSummary>,
+    /// Why requests failed: per error class, its first distinct messages and their counts
+    /// (`{"protocol": [{"message": "5000 header fields, more than 64", "count": 600}]}`).
+    /// The counts of a class add up to its total over the phases.
+    #[serde(default)]
+    pub errors_detail: BTreeMap<String, Vec<ErrorMessage>>,
+}
+
+/// One distinct failure message and how often it occurred.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorMessage {
+    /// What went wrong (an errno, a protocol problem, a status code).
+    pub message: String,
+    /// How many requests failed with it.
+    pub count: u64,
 }
 
 /// Run parameters and totals.
@@ -86,9 +104,13 @@ pub struct RunInfo {
     pub connect_failures: u64,
     /// Requests re-sent once after a stale keep-alive connection.
     pub retried_on_stale_connection: u64,
-    /// Requests still in flight when a stopped run stopped waiting for them (not recorded).
+    /// Requests in flight or waiting when a stopped run stopped waiting for them (the same
+    /// as the phases' `errors.aborted`, summed).
     #[serde(default)]
     pub abandoned: u64,
+    /// Connects that failed for want of a local port (`EADDRNOTAVAIL`).
+    #[serde(default)]
+    pub connect_no_port: u64,
     /// Loader version.
     pub loader_version: String,
 }
@@ -162,6 +184,10 @@ pub struct PhaseSummary {
     pub start_s: f64,
     /// Length, seconds.
     pub duration_s: f64,
+    /// The part of the phase that ran, seconds: its length, or less when the run stopped
+    /// during it (the rates are per second of this).
+    #[serde(default)]
+    pub measured_s: Option<f64>,
     /// Planned arrival rate, req/s.
     pub offered_rps: f64,
     /// Sends inside the phase window per second.
@@ -189,6 +215,11 @@ pub struct PhaseSummary {
     pub service_ms: LatencyMs,
     /// Actual send − intended send.
     pub send_lag_ms: SendLagMs,
+    /// The loader's own part of the send lag: actual send − the later of the intended time
+    /// and the moment the shard woke (or got a connection) for it. The rest of the lag is the
+    /// host's wake-up lateness or the wait for a connection.
+    #[serde(default)]
+    pub own_lag_ms: Option<SendLagMs>,
     /// Judged against the SLO (null: no criteria given).
     pub passed: Option<bool>,
     /// Why it failed.
@@ -366,14 +397,19 @@ pub struct Resets {
 /// TIME_WAIT figures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimeWait {
-    /// Entries into TIME_WAIT.
+    /// The loader's sockets' entries into TIME_WAIT.
     pub entries: u64,
-    /// Highest live count.
+    /// Highest live count of the loader's own TIME_WAIT sockets (its entries of the last
+    /// 60 s, at most the namespace's count).
     pub max_live: u64,
+    /// Highest live count of the whole network namespace (neighbours and a local target
+    /// included); null when it could not be read.
+    #[serde(default)]
+    pub host_max_live: Option<u64>,
 }
 
 /// Run-queue delay of loader threads, microseconds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunQueueUs {
     /// Median.
     pub p50: f64,
@@ -381,6 +417,9 @@ pub struct RunQueueUs {
     pub p99: f64,
     /// Largest.
     pub max: f64,
+    /// Waits measured.
+    #[serde(default)]
+    pub count: u64,
 }
 
 /// What the kernel probes saw (null where a probe is not built yet or did not load).
@@ -398,8 +437,12 @@ pub struct ProbeSummary {
     pub resets: Option<Resets>,
     /// TIME_WAIT.
     pub time_wait: Option<TimeWait>,
-    /// Highest ephemeral-port use, fraction of `ip_local_port_range`.
+    /// Highest ephemeral-port use by the loader itself (its open sockets and its own
+    /// TIME_WAIT), fraction of `ip_local_port_range`.
     pub ephemeral_ports_max_ratio: Option<f64>,
+    /// The same for the whole network namespace (every TIME_WAIT socket counted).
+    #[serde(default)]
+    pub host_ephemeral_ports_max_ratio: Option<f64>,
     /// TLS handshakes the loader completed, counted by the uprobes on its handshake path
     /// (0 on an http run; null when the probe is not attached). The engine's own count is
     /// `tls.handshakes`; the two agree unless events were lost.
@@ -407,8 +450,11 @@ pub struct ProbeSummary {
     /// The uprobes' detail: durations of completed handshakes and counts by outcome.
     #[serde(default)]
     pub tls_handshake_ms: Option<ProbeHandshakeMs>,
-    /// Run-queue delay.
+    /// Run-queue delay of the shard threads (the ones that send).
     pub runqueue_us: Option<RunQueueUs>,
+    /// Run-queue delay of the loader's other threads (main thread, samplers).
+    #[serde(default)]
+    pub runqueue_other_us: Option<RunQueueUs>,
     /// TCP state transitions of loader sockets, `"OLD->NEW": n`.
     pub tcp_states: Option<BTreeMap<String, u64>>,
     /// Events or map updates the probes could not record.
@@ -422,6 +468,10 @@ pub struct ProbeSummary {
     /// Lost events by cause.
     #[serde(default)]
     pub lost_by_reason: Option<BTreeMap<String, u64>>,
+    /// Share of the events behind each rule that were lost (run-queue: scheduler events;
+    /// sockets: the loader's TCP state changes).
+    #[serde(default)]
+    pub loss_share: Option<crate::probes::LossShare>,
     /// Each probe: `ok` or why it is not attached.
     #[serde(default)]
     pub availability: Option<BTreeMap<String, String>>,
@@ -446,10 +496,18 @@ pub struct CertificateRef {
 /// Loader health.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoaderSummary {
-    /// 95th percentile of per-second shard-thread CPU, percent of one core per shard.
+    /// 95th percentile of the busiest shard's per-second CPU, percent of one core (each
+    /// shard's p95, the highest of them: one saturated shard is saturation).
     pub cpu_p95: Option<f64>,
-    /// Highest per-second shard-thread CPU, same unit.
+    /// Highest per-second CPU of any shard, same unit.
     pub cpu_max: Option<f64>,
+    /// Each shard's p95, in shard order.
+    #[serde(default)]
+    pub cpu_p95_by_shard: Vec<f64>,
+    /// How late the shards woke from sleeps that ended on their timer, µs: the host's
+    /// wake-up jitter during the run (null: no timer wake-up measured).
+    #[serde(default)]
+    pub wake_late_us: Option<WakeLateUs>,
     /// Certificate comparison (null: no certificate).
     pub certificate: Option<CertificateRef>,
     /// Resident memory of the loader process at the first second of the run, MiB.
@@ -458,6 +516,21 @@ pub struct LoaderSummary {
     pub rss_mib_end: Option<f64>,
     /// Peak resident memory (VmHWM), MiB.
     pub rss_mib_peak: Option<f64>,
+}
+
+/// Wake-up lateness of the shards, µs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WakeLateUs {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Wake-ups measured.
+    pub count: u64,
 }
 
 /// `/proc` and cgroup figures of the run.
@@ -484,7 +557,7 @@ pub struct SecondSummary {
     pub errors: BTreeMap<String, u64>,
     /// Upper bound of requests in flight (sum of the shards' peaks).
     pub in_flight_max: u64,
-    /// Shard-thread CPU, percent of one core per shard.
+    /// CPU of the busiest shard this second, percent of one core.
     pub cpu: Option<f64>,
 }
 
@@ -547,12 +620,14 @@ pub struct Inputs<'a> {
     pub started_at: String,
     /// Probe figures.
     pub probes: ProbeSummary,
-    /// Per-second shard CPU samples (percent of one core per shard).
-    pub cpu: &'a [f64],
+    /// Per second, each shard's CPU (percent of one core).
+    pub cpu: &'a [Vec<f64>],
     /// Resident memory: at the first second, at the end, peak (MiB).
     pub rss_mib: (Option<f64>, Option<f64>, Option<f64>),
     /// `/proc` and cgroup health.
     pub health: HealthSummary,
+    /// When the run stopped (seconds since start), if it stopped before its plan ended.
+    pub stopped_at_s: Option<f64>,
 }
 
 /// Build the summary.
@@ -564,15 +639,19 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         .iter()
         .zip(&rec.phases)
         .map(|(ph, r)| {
-            let secs = ph.duration.as_secs_f64();
+            let (start, secs) = (ph.start.as_secs_f64(), ph.duration.as_secs_f64());
+            // A stopped run covers its phases only up to the stop: rates per second that ran.
+            let measured = inp.stopped_at_s.map_or(secs, |at| (at - start).clamp(0.0, secs));
+            let per_s = |n: u64| if measured > 0.0 { round2(n as f64 / measured) } else { 0.0 };
             PhaseSummary {
                 name: ph.name.clone(),
                 kind: ph.kind.as_str().to_string(),
-                start_s: ph.start.as_secs_f64(),
+                start_s: start,
                 duration_s: secs,
+                measured_s: Some(round2(measured)),
                 offered_rps: ph.rate,
-                sent_rps: round2(r.sent_in_window as f64 / secs),
-                ok_rps: round2(r.ok_in_window as f64 / secs),
+                sent_rps: per_s(r.sent_in_window),
+                ok_rps: per_s(r.ok_in_window),
                 requests: ph.window().planned(),
                 sent: r.sent,
                 ok: r.ok,
@@ -583,6 +662,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 latency_ms: latency(&r.latency),
                 service_ms: latency(&r.service),
                 send_lag_ms: send_lag(&r.send_lag),
+                own_lag_ms: Some(send_lag(&r.own_lag)),
                 passed: None,
                 fail_reasons: Vec::new(),
             }
@@ -603,13 +683,19 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 .map(|&c| (c.as_str().to_string(), u64::from(s.errors[c as usize])))
                 .collect(),
             in_flight_max: u64::from(s.in_flight_max),
-            cpu: inp.cpu.get(t).copied().map(round2),
+            cpu: inp.cpu.get(t).map(|shards| round2(shards.iter().copied().fold(0.0, f64::max))),
         })
         .collect();
-    let (cpu_p95, cpu_max) = cpu_stats(inp.cpu);
+    let shards = inp.cpu.iter().map(Vec::len).max().unwrap_or(0);
+    let cpu_p95_by_shard: Vec<f64> = (0..shards)
+        .filter_map(|k| cpu_stats(&inp.cpu.iter().filter_map(|s| s.get(k).copied()).collect::<Vec<_>>()).0)
+        .collect();
+    let cpu_p95 = cpu_p95_by_shard.iter().copied().reduce(f64::max);
+    let cpu_max = inp.cpu.iter().flatten().copied().reduce(f64::max).map(round2);
     Summary {
         schema: SCHEMA.to_string(),
         interrupted: inp.interrupted,
+        failure: None,
         run: RunInfo {
             url: plan.target.url.clone(),
             started_at: inp.started_at.clone(),
@@ -623,6 +709,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             connect_failures: rec.connect_failures,
             retried_on_stale_connection: rec.retried_on_stale_connection,
             abandoned: rec.abandoned,
+            connect_no_port: rec.connect_no_port,
             loader_version: env!("CARGO_PKG_VERSION").to_string(),
         },
         verdict: Verdict { trusted: None, reasons: Vec::new() },
@@ -637,6 +724,8 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         loader: LoaderSummary {
             cpu_p95,
             cpu_max,
+            cpu_p95_by_shard,
+            wake_late_us: wake_late(&rec.wake_lateness),
             certificate: None,
             rss_mib_start: inp.rss_mib.0,
             rss_mib_end: inp.rss_mib.1,
@@ -644,7 +733,30 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         },
         series,
         health: inp.health.clone(),
+        errors_detail: errors_detail(&rec.details),
     }
+}
+
+fn wake_late(h: &Histogram<u64>) -> Option<WakeLateUs> {
+    (!h.is_empty()).then(|| WakeLateUs {
+        p50: h.value_at_quantile(0.5) as f64,
+        p90: h.value_at_quantile(0.9) as f64,
+        p99: h.value_at_quantile(0.99) as f64,
+        max: h.max() as f64,
+        count: h.len(),
+    })
+}
+
+fn errors_detail(d: &crate::record::ErrorDetail) -> BTreeMap<String, Vec<ErrorMessage>> {
+    ErrorClass::ALL
+        .iter()
+        .zip(&d.by_class)
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(class, list)| {
+            let messages = list.iter().map(|(m, n)| ErrorMessage { message: m.to_string(), count: *n }).collect();
+            (class.as_str().to_string(), messages)
+        })
+        .collect()
 }
 
 fn yes() -> bool {
@@ -696,7 +808,7 @@ mod tests {
         let p = plan();
         let windows = p.phases.iter().map(|ph| ph.window()).collect();
         let mut rec = ShardRecord::new(windows, 3);
-        rec.on_send(1, 1_000_000_000, 1_000_100_000, false, 1);
+        rec.on_send(1, 1_000_000_000, 1_000_100_000, 0, false, 1);
         rec.on_response(1, 1_000_000_000, 1_000_100_000, 1_002_000_000, 200);
         let s = build(&Inputs {
             plan: &p,
@@ -705,9 +817,10 @@ mod tests {
             elapsed_s: 3.0,
             started_at: "2026-11-30T00:00:00Z".into(),
             probes: ProbeSummary::default(),
-            cpu: &[10.0, 20.0, 30.0],
+            cpu: &[vec![10.0, 5.0], vec![20.0, 5.0], vec![30.0, 90.0]],
             rss_mib: (Some(3.0), Some(3.5), Some(4.0)),
             health: HealthSummary::default(),
+            stopped_at_s: None,
         });
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["schema"], "loader.summary/v1");
@@ -746,7 +859,9 @@ mod tests {
             assert!(v["probes"].get(key).is_some(), "probes field {key}");
         }
         assert!(v["tls"].is_null(), "http run: no tls section");
-        assert_eq!(v["loader"]["cpu_max"], 30.0);
+        assert_eq!(v["loader"]["cpu_max"], 90.0, "the busiest shard's");
+        assert_eq!(v["loader"]["cpu_p95"], 90.0, "one saturated shard of two is saturation");
+        assert_eq!(v["series"][2]["cpu"], 90.0);
         assert!(v["loader"].get("certificate").is_some());
     }
 }

@@ -136,6 +136,14 @@ pub fn render(s: &Summary) -> String {
     if let Some(w) = s.preflight.as_ref().and_then(|p| p.warning.as_ref()) {
         let _ = writeln!(out, "pre-flight warning: {w}");
     }
+    if let Some(w) = &s.loader.wake_late_us {
+        let _ = writeln!(
+            out,
+            "shard wake-ups: {:.0}/{:.0}/{:.0} µs late (p50/p99/max of {} timer wake-ups)",
+            w.p50, w.p99, w.max, w.count
+        );
+    }
+    out.push_str(&render_errors(s));
     let h = &s.health.peaks;
     let mut health = Vec::new();
     if let Some(r) = h.fds_max_ratio {
@@ -164,7 +172,10 @@ pub fn render(s: &Summary) -> String {
                 ));
             }
             if let Some(rq) = &p.runqueue_us {
-                parts.push(format!("run-queue p99 {:.0} µs max {:.0} µs", rq.p99, rq.max));
+                parts.push(format!("shard run-queue p99 {:.0} µs max {:.0} µs", rq.p99, rq.max));
+            }
+            if let Some(rq) = &p.runqueue_other_us {
+                parts.push(format!("other threads' p99 {:.0} µs", rq.p99));
             }
             if let Some(n) = p.syn_retransmits {
                 parts.push(format!("SYN retransmits {n}"));
@@ -173,7 +184,8 @@ pub fn render(s: &Summary) -> String {
                 parts.push(format!("resets sent/received {}/{}", r.sent, r.received));
             }
             if let Some(tw) = &p.time_wait {
-                parts.push(format!("TIME_WAIT entries {}", tw.entries));
+                let host = tw.host_max_live.map_or(String::new(), |h| format!(" (host {h})"));
+                parts.push(format!("TIME_WAIT entries {}, live max {}{host}", tw.entries, tw.max_live));
             }
             if let Some(t) = p.tls_handshake_ms.as_ref().filter(|t| t.started > 0) {
                 parts.push(format!(
@@ -190,6 +202,24 @@ pub fn render(s: &Summary) -> String {
             let _ = writeln!(out, "probes: unavailable ({why})");
         }
         (false, None) => {}
+    }
+    out
+}
+
+/// Why requests failed, as oha prints its error distribution: one line per class, its
+/// messages with their counts (nothing when nothing failed).
+pub fn render_errors(s: &Summary) -> String {
+    let mut out = String::new();
+    if s.errors_detail.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "errors:");
+    for (class, messages) in &s.errors_detail {
+        let total: u64 = messages.iter().map(|m| m.count).sum();
+        let _ = writeln!(out, "  {class} ({total}):");
+        for m in messages {
+            let _ = writeln!(out, "    {:>8}  {}", m.count, m.message);
+        }
     }
     out
 }

@@ -1,0 +1,249 @@
+//! The loader's own delays: run-queue delay of its shard threads, its send lag, late sends —
+//! and the waits that are the target's (pool exhausted, sends dropped).
+//!
+//! Send lag is split by cause. Of a send's lag, the part after the shard woke (or got a
+//! connection) for it is the loader's own work (`own_lag_ms`); the rest is wake-up
+//! lateness, which is the host's timer jitter (the [`Floor`]), run-queue delay (judged on
+//! its own) or the loader not running at all (stopped, throttled, paused). So:
+//!
+//! - own lag that is a material part of a phase's latency p99, above the floor: the loader's
+//!   work delayed its sends — invalidates (`send_lag`);
+//! - lag that is material but within the floor: the host's resolution — annotates
+//!   (`host_resolution`), saying which latencies lie within it;
+//! - lag beyond the floor that neither own work nor run-queue delay explains: the loader was
+//!   not running when its sends were due — invalidates (`send_lag`).
+
+use super::floor::Floor;
+use super::{LOADER, Limits, TARGET, reason};
+use crate::report::summary::{PhaseSummary, Reason, Summary};
+
+/// The loader's own delays (send lag p99, run-queue delay p99) below this, ms, are timer and
+/// scheduler noise whatever the target's latency (clean runs here: run-queue p99 0.02–0.07 ms
+/// from 100 to 30 000 req/s). Above it the run-queue delay may reach
+/// `Limits::loader_delay_pct` of a phase's latency p99 before it is a material part of the
+/// tail it reports. (Two busy loops at nice 0 on both cores of the development VM: run-queue
+/// p99 0.43 ms inside a latency p99 of 1.6 ms, while the absolute 1 ms limit saw nothing.)
+pub const MATERIAL_DELAY_FLOOR_MS: f64 = 0.25;
+/// Late sends (with a connection free) that never invalidate a run on their own, whatever
+/// their share: one or two pauses of the host, each recorded from its due time.
+pub const ISOLATED_LATE_SENDS: u64 = 2;
+/// Share of a phase's sends that may have waited for a connection (or their own connect)
+/// before its send lag stops being the loader's own.
+const WAITED_SHARE_MAX: f64 = 0.005;
+/// Fewest sends for a phase's p99s to be compared: from 1000 the p99 is the tenth-worst
+/// sample, which one or two pauses of the host cannot set (from 100 it would be the worst).
+const MIN_SENDS_FOR_P99: u64 = 1_000;
+/// Lag up to this multiple of the floor is the floor (a p99 of sends against a p99 of sleeps).
+const FLOOR_SLACK: f64 = 1.5;
+
+fn measured(s: &Summary) -> impl Iterator<Item = &PhaseSummary> {
+    s.phases.iter().filter(|p| p.kind != "warmup")
+}
+
+/// Run-queue delay, send lag, late sends, pool waits and drops.
+pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reason>) {
+    let share = limits.loader_delay_pct / 100.0;
+    runqueue(s, limits, share, reasons);
+    let mut resolution: Option<(f64, f64)> = None;
+    let runqueue_max_ms = s.probes.runqueue_us.as_ref().map(|rq| rq.max / 1000.0);
+    for p in measured(s) {
+        send_lag(p, limits, share, floor, runqueue_max_ms, reasons, &mut resolution);
+        target_waits(p, reasons);
+    }
+    if let Some((lag, lat)) = resolution {
+        reasons.push(reason(
+            "host_resolution",
+            LOADER,
+            false,
+            lag,
+            Some(floor.ms),
+            format!(
+                "send lag p99 up to {lag:.2} ms (against a latency p99 of {lat:.2} ms) is this host's wake-up jitter ({}), not loader saturation: latency figures under about {:.2} ms are within it",
+                floor.evidence(),
+                (FLOOR_SLACK * floor.ms).max(lag)
+            ),
+        ));
+    }
+    late_sends(s, limits, reasons);
+}
+
+fn runqueue(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
+    let Some(rq) = &s.probes.runqueue_us else { return };
+    let p99_ms = rq.p99 / 1000.0;
+    // The fastest measured phase's latency p99: the tail most easily bent by the loader.
+    let fastest = measured(s)
+        .filter(|p| p.sent >= MIN_SENDS_FOR_P99 && p.latency_ms.p99 > 0.0)
+        .map(|p| p.latency_ms.p99)
+        .min_by(f64::total_cmp);
+    if p99_ms > limits.runqueue_p99_ms {
+        reasons.push(reason(
+            "runqueue_delay",
+            LOADER,
+            true,
+            p99_ms,
+            Some(limits.runqueue_p99_ms),
+            format!("the loader's shard threads waited {p99_ms:.2} ms (p99) runnable but not running, above {} ms: something else competed for the loader's CPUs", limits.runqueue_p99_ms),
+        ));
+    } else if let Some(fastest) = fastest
+        && share < 1.0
+        && p99_ms >= MATERIAL_DELAY_FLOOR_MS
+        && p99_ms >= share * fastest
+    {
+        reasons.push(reason(
+            "runqueue_delay",
+            LOADER,
+            true,
+            p99_ms,
+            Some(share * fastest),
+            format!("the loader's shard threads waited {p99_ms:.2} ms (p99) runnable but not running: {:.0}% of the fastest phase's latency p99 ({fastest:.2} ms), so the loader's own scheduling is a material part of that tail — something else competed for its CPUs", p99_ms / fastest * 100.0),
+        ));
+    }
+}
+
+/// What a phase's send lag says about the loader (the relative rules of the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lag {
+    /// Nothing to say: small against the latency, too few sends, or mostly pool waits.
+    Immaterial,
+    /// Material, but within the host's wake-up jitter: a resolution limit.
+    AtFloor,
+    /// The loader's own work delayed its sends.
+    OwnWork,
+    /// Beyond the floor, and not the loader's own work: it did not run when sends were due.
+    Late,
+}
+
+/// Judge one phase's send lag: p99s of all lag and of the loader's own part, the latency p99
+/// (ms), its sends and how many waited for a connection, against `floor` and the share of the
+/// latency the loader may take (`Limits::loader_delay_pct` / 100). Shared with calibration,
+/// which certifies a rate only where this rule would trust it.
+pub fn judge_lag(lag: f64, own: f64, latency: f64, sent: u64, waited: u64, floor: &Floor, share: f64) -> Lag {
+    let comparable = share < 1.0 && sent >= MIN_SENDS_FOR_P99 && waited as f64 <= WAITED_SHARE_MAX * sent as f64;
+    let material = |x: f64| x >= share * latency && x >= super::floor::FLOOR_MIN_MS;
+    if !comparable || !material(lag) {
+        Lag::Immaterial
+    } else if material(own) && own > floor.ms {
+        Lag::OwnWork
+    } else if lag <= FLOOR_SLACK * floor.ms {
+        Lag::AtFloor
+    } else {
+        Lag::Late
+    }
+}
+
+fn send_lag(
+    p: &PhaseSummary,
+    limits: &Limits,
+    share: f64,
+    floor: &Floor,
+    runqueue_max_ms: Option<f64>,
+    reasons: &mut Vec<Reason>,
+    resolution: &mut Option<(f64, f64)>,
+) {
+    let (lag, lat) = (p.send_lag_ms.p99, p.latency_ms.p99);
+    if lag > limits.send_lag_p99_ms && p.late_unpooled > 0 {
+        reasons.push(reason(
+            "send_lag",
+            LOADER,
+            true,
+            lag,
+            Some(limits.send_lag_p99_ms),
+            format!("{}: send lag p99 {lag:.1} ms above {} ms with connections free: the loader could not keep its schedule", p.name, limits.send_lag_p99_ms),
+        ));
+        return;
+    }
+    let own = p.own_lag_ms.as_ref().map_or(lag, |o| o.p99);
+    match judge_lag(lag, own, lat, p.sent, p.waited_for_connection, floor, share) {
+        Lag::Immaterial => {}
+        Lag::OwnWork => reasons.push(reason(
+            "send_lag",
+            LOADER,
+            true,
+            own,
+            Some((share * lat).max(floor.ms)),
+            format!("{}: the loader's own work delayed its sends by {own:.2} ms (p99 of the lag after it woke for them; all lag p99 {lag:.2} ms), {:.0}% of the latency p99 ({lat:.2} ms) and above this host's wake-up jitter ({:.2} ms): the loader is a material part of the tail it reports", p.name, own / lat.max(f64::MIN_POSITIVE) * 100.0, floor.ms),
+        )),
+        Lag::AtFloor => {
+            let worst = resolution.get_or_insert((lag, lat));
+            if lag > worst.0 {
+                *worst = (lag, lat);
+            }
+        }
+        Lag::Late => {
+        // Rare but long run-queue waits move many sends while hardly touching the run-queue
+        // p99 (one 4 ms wait delays 40 sends at 10,000/s): the longest wait tells.
+        let why = match runqueue_max_ms {
+            Some(max) if max >= lag => format!(
+                "the shard threads' longest run-queue wait ({max:.2} ms) explains it: something else — another process, or the loader's own other threads — took their CPU when sends were due"
+            ),
+            _ => "neither the loader's own work nor run-queue waits explain it: the loader was not running when its sends were due (stopped, throttled, or its host paused it)".to_string(),
+        };
+        reasons.push(reason(
+            "send_lag",
+            LOADER,
+            true,
+            lag,
+            Some(FLOOR_SLACK * floor.ms),
+            format!("{}: send lag p99 {lag:.2} ms is {:.0}% of the latency p99 ({lat:.2} ms) and beyond this host's wake-up jitter ({:.2} ms; {}); {why}", p.name, lag / lat.max(f64::MIN_POSITIVE) * 100.0, floor.ms, floor.evidence()),
+        ));
+        }
+    }
+}
+
+fn target_waits(p: &PhaseSummary, reasons: &mut Vec<Reason>) {
+    let waited = p.late.saturating_sub(p.late_unpooled);
+    if waited > 0 {
+        reasons.push(reason(
+            "pool_exhausted",
+            TARGET,
+            false,
+            waited as f64,
+            None,
+            format!("{}: {waited} requests left late because every connection was busy (slow answers × rate exceeded the pool); their latency counts from the due time, so the numbers hold, but the target saw fewer concurrent arrivals than planned — raise --connections if that matters", p.name),
+        ));
+    }
+    let dropped = p.errors.get("dropped").copied().unwrap_or(0);
+    if dropped > 0 {
+        reasons.push(reason(
+            "dropped_sends",
+            TARGET,
+            false,
+            dropped as f64,
+            None,
+            format!("{}: {dropped} requests were never sent: no connection came free before their deadline (recorded at it)", p.name),
+        ));
+    }
+}
+
+/// Late sends with a connection free, over the measured run: a few isolated ones (the host
+/// paused the loader once or twice) are recorded from their due time and touch one or two
+/// samples; a share of them means the loader could not keep its schedule. Both conditions,
+/// because at a low rate one pause is already a large share of a short run (1 of 20 sends
+/// is 5 %) without saying anything about the loader's schedule.
+fn late_sends(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
+    let late: u64 = measured(s).map(|p| p.late_unpooled).sum();
+    let sent: u64 = measured(s).map(|p| p.sent).sum();
+    let lag_reported = reasons.iter().any(|r| r.code == "send_lag");
+    if late == 0 || lag_reported {
+        return;
+    }
+    let pct = late as f64 * 100.0 / sent.max(1) as f64;
+    let invalidates = pct > limits.late_sends_pct && late > ISOLATED_LATE_SENDS;
+    let why = if invalidates {
+        "the loader fell behind its own schedule"
+    } else {
+        "isolated pauses of the loader; their latency still counts from the due time"
+    };
+    let phases: Vec<&str> = measured(s).filter(|p| p.late_unpooled > 0).map(|p| p.name.as_str()).collect();
+    reasons.push(reason(
+        "late_sends",
+        LOADER,
+        invalidates,
+        pct,
+        Some(limits.late_sends_pct),
+        format!(
+            "{late} requests ({pct:.3} % of sends; in {}) left more than 10 ms late while a connection was free: {why}",
+            phases.join(", ")
+        ),
+    ));
+}

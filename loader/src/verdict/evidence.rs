@@ -1,0 +1,149 @@
+//! What the kernel saw on the wire (network and target evidence) and how complete the
+//! probes' own record is (probes that did not run, events they lost).
+//!
+//! Network and target evidence annotates: a retransmitted SYN or a reset is a finding about
+//! the path or the server, which the latency numbers include truthfully. Lost probe events
+//! annotate above a small share of the events behind a rule (`probes.loss_share`), and
+//! invalidate above [`LOST_INVALIDATE_SHARE`] of them, when the loss could hide what an
+//! invalidating rule checks: run-queue waits (the run-queue rule) or the loader's sockets
+//! (TIME_WAIT, ports, connects).
+
+use super::{LOADER, NETWORK, TARGET, reason};
+use crate::report::summary::{Reason, Summary};
+
+/// Lost events above this share of the events counted are noted.
+const LOST_NOTE_SHARE: f64 = 0.001;
+/// Lost events of a kind above this share of that kind's events invalidate.
+const LOST_INVALIDATE_SHARE: f64 = 0.01;
+
+/// Network and target annotations, and the probes' completeness.
+pub fn judge(s: &Summary, reasons: &mut Vec<Reason>) {
+    if let Some(n) = s.probes.syn_retransmits
+        && n > 0
+    {
+        reasons.push(reason(
+            "syn_retransmits",
+            NETWORK,
+            false,
+            n as f64,
+            None,
+            format!("{n} SYNs of loader connections were retransmitted (the target's backlog or the network dropped them); each costs the connect ≥ 1 s"),
+        ));
+    }
+    let data_retransmits = s.probes.retransmits.unwrap_or(0).saturating_sub(s.probes.syn_retransmits.unwrap_or(0));
+    if data_retransmits > 0 {
+        reasons.push(reason(
+            "retransmits",
+            NETWORK,
+            false,
+            data_retransmits as f64,
+            None,
+            format!("{data_retransmits} data segments of loader connections were retransmitted: the network lost packets (or the receiver dropped them), and the requests they carried took at least one retransmission timeout longer"),
+        ));
+    }
+    if let Some(r) = &s.probes.resets
+        && r.received > 0
+    {
+        reasons.push(reason(
+            "resets_received",
+            TARGET,
+            false,
+            r.received as f64,
+            None,
+            format!("the target reset {} loader connections", r.received),
+        ));
+    }
+    if let Some(c) = &s.probes.connect_ms
+        && c.failed > 0
+    {
+        reasons.push(reason(
+            "connect_failures",
+            TARGET,
+            false,
+            c.failed as f64,
+            None,
+            format!("{} loader connects failed in the kernel (refused or timed out)", c.failed),
+        ));
+    }
+    completeness(s, reasons);
+}
+
+fn completeness(s: &Summary, reasons: &mut Vec<Reason>) {
+    if !s.probes.available {
+        reasons.push(Reason {
+            code: "probes_unavailable".into(),
+            side: LOADER.into(),
+            invalidates: false,
+            value: None,
+            limit: None,
+            detail: format!(
+                "kernel probes did not run ({}); the verdict rests on /proc figures only",
+                s.probes.unavailable_reason.as_deref().unwrap_or("unknown reason")
+            ),
+        });
+        return;
+    }
+    let missing: Vec<String> = s
+        .probes
+        .availability
+        .iter()
+        .flatten()
+        .filter(|(name, state)| state.as_str() != "ok" && !name.contains('.'))
+        .map(|(name, state)| format!("{name} ({state})"))
+        .collect();
+    if !missing.is_empty() {
+        reasons.push(Reason {
+            code: "probe_unavailable".into(),
+            side: LOADER.into(),
+            invalidates: false,
+            value: Some(missing.len() as f64),
+            limit: None,
+            detail: format!(
+                "{} of the probes did not run, so their figures are null and the rules on them were not applied: {}",
+                missing.len(),
+                missing.join("; ")
+            ),
+        });
+    }
+    lost_events(s, reasons);
+}
+
+fn lost_events(s: &Summary, reasons: &mut Vec<Reason>) {
+    let lost = s.probes.lost.unwrap_or(0);
+    if lost == 0 {
+        return;
+    }
+    let share = s.probes.loss_share.unwrap_or_default();
+    // Lost events hide what a rule checks when a share of that rule's evidence is gone:
+    // scheduler events (run-queue waits) or the loader's socket state changes (TIME_WAIT,
+    // ports, connects).
+    let hides = (share.runqueue > LOST_INVALIDATE_SHARE)
+        .then_some(("run-queue waits of the loader's threads", share.runqueue))
+        .or_else(|| {
+            (share.sockets > LOST_INVALIDATE_SHARE)
+                .then_some(("the loader's own sockets (TIME_WAIT, ports, connects)", share.sockets))
+        });
+    if let Some((what, part)) = hides {
+        reasons.push(reason(
+            "probe_events_lost",
+            LOADER,
+            true,
+            lost as f64,
+            Some(LOST_INVALIDATE_SHARE),
+            format!("the probes lost {lost} events, {:.2}% of the evidence on {what}: enough to hide what the rules check, so they cannot clear the loader", part * 100.0),
+        ));
+    } else if share.runqueue.max(share.sockets) > LOST_NOTE_SHARE {
+        reasons.push(reason(
+            "probe_events_lost",
+            LOADER,
+            false,
+            lost as f64,
+            Some(LOST_INVALIDATE_SHARE),
+            format!(
+                "the probes lost {lost} events ({:.2}% of scheduler events, {:.2}% of socket events); too few to change what the rules read",
+                share.runqueue * 100.0,
+                share.sockets * 100.0
+            ),
+        ));
+    }
+}

@@ -1,0 +1,217 @@
+//! The load machine's resources: CPU, TIME_WAIT, ephemeral ports, descriptors, cgroup
+//! throttling, connection churn, the certified ceiling, TLS handshakes.
+//!
+//! TIME_WAIT and ports are judged on the loader's own sockets when the probes count them
+//! (`probes.time_wait.max_live`, `probes.ephemeral_ports_max_ratio`): a neighbour's TIME_WAIT
+//! on the same host is a note (`host_time_wait`, `host_ephemeral_ports`), and the loader is
+//! held short of ports only when it was (its own share above the limit, or connects that
+//! failed for want of a local port). Without probes the host-wide `/proc` figures are all
+//! there is: they annotate, since they cannot say whose sockets they are.
+
+use super::{LOADER, Limits, TARGET, reason};
+use crate::report::summary::{Reason, Summary};
+
+/// CPU, sockets, descriptors, throttling.
+pub fn judge(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
+    if let Some(cpu) = s.loader.cpu_p95
+        && cpu > limits.cpu_p95_pct
+    {
+        reasons.push(reason(
+            "loader_cpu",
+            LOADER,
+            true,
+            cpu,
+            Some(limits.cpu_p95_pct),
+            format!("the busiest loader shard ran at {cpu:.0}% CPU (p95 over the run), above {:.0}%: the loader was close to saturating itself", limits.cpu_p95_pct),
+        ));
+    }
+    time_wait(s, limits, reasons);
+    ports(s, limits, reasons);
+    if let Some(r) = s.health.peaks.fds_max_ratio
+        && r * 100.0 > limits.fds_pct
+    {
+        reasons.push(reason(
+            "fds",
+            LOADER,
+            true,
+            r * 100.0,
+            Some(limits.fds_pct),
+            format!("{:.0}% of the file-descriptor limit in use, above {:.0}%", r * 100.0, limits.fds_pct),
+        ));
+    }
+    if let Some(ms) = s.health.peaks.cgroup_throttled_ms {
+        let per_s = ms / s.run.elapsed_s.max(1.0);
+        if per_s > limits.throttled_ms_per_s {
+            reasons.push(reason(
+                "cgroup_throttled",
+                LOADER,
+                true,
+                per_s,
+                Some(limits.throttled_ms_per_s),
+                format!("the loader's cgroup was CPU-throttled {ms:.0} ms in all ({per_s:.1} ms/s): its CPU limit is too low for this load"),
+            ));
+        }
+    }
+    let pool = s.run.connections as f64;
+    let opened = s.run.connections_opened as f64;
+    if s.run.keepalive && opened > pool * limits.churn_ratio {
+        reasons.push(reason(
+            "connection_churn",
+            TARGET,
+            false,
+            opened / pool,
+            Some(limits.churn_ratio),
+            format!("{} connections opened for a pool of {}: the server closed keep-alive connections (or they failed), so some latencies include a connect", s.run.connections_opened, s.run.connections),
+        ));
+    }
+}
+
+fn time_wait(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
+    let own = s.probes.time_wait.as_ref();
+    let host = own.and_then(|t| t.host_max_live).or(s.health.peaks.time_wait_max);
+    if let Some(t) = own
+        && t.max_live > limits.time_wait
+    {
+        reasons.push(reason(
+            "time_wait",
+            LOADER,
+            true,
+            t.max_live as f64,
+            Some(limits.time_wait as f64),
+            format!(
+                "the loader's own sockets held up to {} TIME_WAIT entries, above {}: connections are not reused and ports pile up on the load machine",
+                t.max_live, limits.time_wait
+            ),
+        ));
+    } else if let Some(tw) = host
+        && tw > limits.time_wait
+    {
+        let whose = match own {
+            Some(t) => {
+                format!("the loader's own were at most {}: a neighbour (or a local target) left them", t.max_live)
+            }
+            None => "without the probes the loader's own share is unknown".to_string(),
+        };
+        reasons.push(reason(
+            "host_time_wait",
+            LOADER,
+            false,
+            tw as f64,
+            Some(limits.time_wait as f64),
+            format!(
+                "the load machine held up to {tw} TIME_WAIT sockets, above {}; {whose}. They only matter to the loader if its own connects run short of ports",
+                limits.time_wait
+            ),
+        ));
+    }
+}
+
+fn ports(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
+    let own = s.probes.ephemeral_ports_max_ratio;
+    let host = s.probes.host_ephemeral_ports_max_ratio.or(s.health.peaks.ephemeral_ports_max_ratio);
+    if s.run.connect_no_port > 0 {
+        reasons.push(reason(
+            "ports_exhausted",
+            LOADER,
+            true,
+            s.run.connect_no_port as f64,
+            None,
+            format!(
+                "{} of the loader's connects failed for want of a local port (EADDRNOTAVAIL): the load machine ran out of ephemeral ports — reuse connections, widen ip_local_port_range or spread the load",
+                s.run.connect_no_port
+            ),
+        ));
+    }
+    if let Some(r) = own
+        && r * 100.0 > limits.ephemeral_ports_pct
+    {
+        reasons.push(reason(
+            "ephemeral_ports",
+            LOADER,
+            true,
+            r * 100.0,
+            Some(limits.ephemeral_ports_pct),
+            format!(
+                "the loader itself held {:.0}% of the ephemeral port range (open sockets and its own TIME_WAIT), above {:.0}%: new connections will soon wait for ports",
+                r * 100.0,
+                limits.ephemeral_ports_pct
+            ),
+        ));
+    } else if let Some(r) = host
+        && r * 100.0 > limits.ephemeral_ports_pct
+        && s.run.connect_no_port == 0
+    {
+        let whose = match own {
+            Some(o) => format!("the loader's own share was {:.0}%", o * 100.0),
+            None => "without the probes the loader's own share is unknown".to_string(),
+        };
+        reasons.push(reason(
+            "host_ephemeral_ports",
+            LOADER,
+            false,
+            r * 100.0,
+            Some(limits.ephemeral_ports_pct),
+            format!(
+                "{:.0}% of the ephemeral port range was held on the load machine, above {:.0}%; {whose}, and no connect of the loader failed for want of a port",
+                r * 100.0,
+                limits.ephemeral_ports_pct
+            ),
+        ));
+    }
+}
+
+/// The certified ceiling and TLS handshakes: judged after everything else, because whether
+/// handshakes explain a loader short of CPU depends on the other reasons.
+pub fn judge_capacity(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
+    if let Some(cert) = &s.loader.certificate
+        && cert.ratio * 100.0 > limits.cert_ceiling_pct
+    {
+        // Above 70 % of a ceiling the loader is out of certified headroom: invalidates. Above
+        // 70 % of a lower bound the headroom is unproven, not known to be missing: annotates
+        // (the loader's own CPU, run-queue and lateness still judge it).
+        let detail = if cert.lower_bound {
+            format!(
+                "the run reached {:.0}% of the {:.0} req/s this machine is certified for, above {:.0}%; that figure is a lower bound (its calibration was limited by the target), so the loader's headroom above it is unproven — calibrate against a faster target to know it",
+                cert.ratio * 100.0,
+                cert.ceiling_rps,
+                limits.cert_ceiling_pct
+            )
+        } else {
+            format!(
+                "the run reached {:.0}% of this machine's certified ceiling ({:.0} req/s), above {:.0}%",
+                cert.ratio * 100.0,
+                cert.ceiling_rps,
+                limits.cert_ceiling_pct
+            )
+        };
+        reasons.push(reason(
+            "cert_ceiling",
+            LOADER,
+            !cert.lower_bound,
+            cert.ratio * 100.0,
+            Some(limits.cert_ceiling_pct),
+            detail,
+        ));
+    }
+    // TLS handshakes crowding out the work: little connection reuse while the loader itself
+    // was short of CPU or fell behind. Each full or resumed handshake costs the loader far
+    // more CPU than a request on a warm connection (~150 µs resumed on the bench machine).
+    if let Some(tls) = &s.tls {
+        let sent: u64 = s.phases.iter().map(|p| p.sent).sum();
+        let loader_short = reasons.iter().any(|r| r.side == LOADER && r.invalidates);
+        if sent > 0 && tls.handshakes * 2 >= sent && loader_short {
+            let per_s = tls.handshakes as f64 / s.run.elapsed_s.max(1.0);
+            reasons.push(reason(
+                "tls_handshakes",
+                LOADER,
+                true,
+                per_s,
+                None,
+                format!(
+                    "{} TLS handshakes ({per_s:.0}/s, {} resumed) for {sent} requests while the loader was short of CPU: handshakes dominate its work — keep connections alive, or spread the load over more machines",
+                    tls.handshakes, tls.resumed
+                ),
+            ));
+        }
+    }
+}
