@@ -8,7 +8,7 @@ use aya_ebpf::{
     maps::PerCpuArray,
     programs::TracePointContext,
 };
-use probes_ebpf::{NO_FIELD, hist, lost};
+use probes_ebpf::{NO_FIELD, hist, lost, runs};
 
 /// The loader's tgid (`names::TARGET_TGID`), set by user space before load. 0 follows nothing.
 #[unsafe(no_mangle)]
@@ -17,6 +17,16 @@ static TARGET_TGID: Global<u32> = Global::new(0);
 /// `names::LOST`: events seen but not counted, by `lost::*` reason (all programs).
 #[map]
 static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(lost::SLOTS, 0);
+
+/// `names::PROGRAM_RUNS`: runs of the busy programs, by `runs::*` slot.
+#[map]
+static PROGRAM_RUNS: PerCpuArray<u64> = PerCpuArray::with_max_entries(runs::SLOTS, 0);
+
+/// Count one run of the busy program `slot` (`runs::*`).
+#[inline(always)]
+pub(crate) fn ran(slot: u32) {
+    bump(&PROGRAM_RUNS, slot);
+}
 
 /// True when the task running this program belongs to the loader.
 #[inline(always)]

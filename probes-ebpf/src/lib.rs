@@ -47,6 +47,10 @@ pub mod names {
     /// Per-CPU array of `u64`, [`lost::SLOTS`](crate::lost::SLOTS) entries: events any
     /// program saw but could not account for, by [`lost`](crate::lost) reason.
     pub const LOST: &str = "LOST";
+    /// Per-CPU array of `u64`, [`runs::SLOTS`](crate::runs::SLOTS) entries: how often each
+    /// busy program ran (every event of its tracepoint, the loader's or not) — the
+    /// denominator of the kernel's `recursion_misses` of that program.
+    pub const PROGRAM_RUNS: &str = "PROGRAM_RUNS";
 
     /// `tcp:tcp_retransmit_skb` program: retransmits of loader sockets, SYNs apart.
     pub const SYN_RETRANSMITS_PROGRAM: &str = "syn_retransmits";
@@ -84,14 +88,18 @@ pub mod names {
     pub const WAKEUP_LAYOUT: &str = "WAKEUP_LAYOUT";
     /// Global ([`SchedSwitchLayout`](crate::SchedSwitchLayout)) of `sched:sched_switch`.
     pub const SWITCH_LAYOUT: &str = "SWITCH_LAYOUT";
-    /// Hash map `tid (u32) → 0u8`: the loader's threads (seeded from `/proc/<tgid>/task` by
-    /// user space, learned in the kernel at every switch-out of a loader thread).
+    /// Hash map `tid (u32) → role (u8)`: the loader's threads (seeded from
+    /// `/proc/<tgid>/task` by user space, learned in the kernel at every switch-out of a
+    /// loader thread) and their [`thread_role`](crate::thread_role), which user space sets for
+    /// the shards.
     pub const LOADER_TIDS: &str = "LOADER_TIDS";
     /// Hash map `tid (u32) → ns`: when a loader thread became runnable.
     pub const RUNQ_START: &str = "RUNQ_START";
     /// Per-CPU array of `u64`, [`hist::SLOTS`](crate::hist::SLOTS) entries: run-queue delay
-    /// of loader threads in ns, laid out as [`hist`](crate::hist).
+    /// of the loader's shard threads in ns, laid out as [`hist`](crate::hist).
     pub const RUNQ_LATENCY: &str = "RUNQ_LATENCY";
+    /// The same for every other loader thread (the main thread, samplers, helpers).
+    pub const RUNQ_LATENCY_OTHER: &str = "RUNQ_LATENCY_OTHER";
 
     /// uprobe on [`TLS_START_SYMBOL`]: a TLS handshake of the loader begins.
     pub const TLS_START_PROGRAM: &str = "tls_handshake_start";
@@ -225,6 +233,15 @@ pub const fn state_name(state: u32) -> Option<&'static str> {
 /// every close of about a second at the highest connection rates seen here.
 pub const CLOSED_SOCKS_CAPACITY: u32 = 16_384;
 
+/// What a loader thread does, as [`names::LOADER_TIDS`] records it: the run-queue delay of
+/// each role is kept apart (a shard's delay moves sends; the main thread's does not).
+pub mod thread_role {
+    /// Any loader thread not known to be a shard.
+    pub const OTHER: u8 = 0;
+    /// A shard thread (sends and receives the load).
+    pub const SHARD: u8 = 1;
+}
+
 /// Capacity of the thread maps ([`names::LOADER_TIDS`], [`names::RUNQ_START`]).
 pub const TIDS_CAPACITY: u32 = 16_384;
 
@@ -262,6 +279,19 @@ pub mod lost {
         "drop_reason_out_of_range",
         "tls_start_failed",
     ];
+}
+
+/// Slots of [`names::PROGRAM_RUNS`]: the programs that fire on every event of a busy
+/// tracepoint, whose runs the kernel may skip when another BPF program is running on the CPU.
+pub mod runs {
+    /// `tcp_states` (`sock:inet_sock_set_state`).
+    pub const TCP_STATES: u32 = 0;
+    /// `runq_wakeup` and `runq_wakeup_new`.
+    pub const RUNQ_WAKEUP: u32 = 1;
+    /// `runq_switch`.
+    pub const RUNQ_SWITCH: u32 = 2;
+    /// Number of slots.
+    pub const SLOTS: u32 = 3;
 }
 
 /// Slots of [`names::SOCK_EVENTS`]: per-socket TCP events of loader sockets.

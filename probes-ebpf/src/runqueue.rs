@@ -24,8 +24,11 @@
 //!
 //! Start and end, as runqlat: a wake-up of a loader thread stores `now` in `RUNQ_START`; a
 //! loader thread switched out while still runnable (preempted: `prev_state` has none of the
-//! `TASK_REPORT` bits, 0 or `TASK_REPORT_MAX`) is a new start too; a switch-in of a thread with
-//! a start records `now - start` into `RUNQ_LATENCY` (ns, `hist` layout) and deletes it.
+//! `TASK_REPORT` bits, 0 or `TASK_REPORT_MAX`) is a new start too; one switched out to sleep
+//! has its start dropped (a wake-up that found it still running is no wait); a switch-in of a thread with
+//! a start records `now - start` (ns, `hist` layout) into `RUNQ_LATENCY` for a shard thread,
+//! `RUNQ_LATENCY_OTHER` for any other (the role is the thread's value in `LOADER_TIDS`, which
+//! user space sets for the shards), and deletes it.
 //!
 //! Fields (6.18): wakeup `pid` @24; switch `prev_pid` @24, `prev_state` long @32,
 //! `next_pid` @56.
@@ -38,7 +41,8 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use probes_ebpf::{
-    SchedSwitchLayout, SchedWakeupLayout, TASK_REPORT_EXITED, TASK_REPORT_MASK, TIDS_CAPACITY, hist, lost,
+    SchedSwitchLayout, SchedWakeupLayout, TASK_REPORT_EXITED, TASK_REPORT_MASK, TIDS_CAPACITY, hist, lost, runs,
+    thread_role,
 };
 
 use crate::common::{current_is_loader, now_ns, read, record, target_tgid};
@@ -51,7 +55,7 @@ static WAKEUP_LAYOUT: Global<SchedWakeupLayout> = Global::new(SchedWakeupLayout:
 #[unsafe(no_mangle)]
 static SWITCH_LAYOUT: Global<SchedSwitchLayout> = Global::new(SchedSwitchLayout::LINUX_6_18);
 
-/// `names::LOADER_TIDS`: thread id → 0, the loader's threads.
+/// `names::LOADER_TIDS`: thread id → its `thread_role`, the loader's threads.
 #[map]
 static LOADER_TIDS: HashMap<u32, u8> = HashMap::with_max_entries(TIDS_CAPACITY, 0);
 
@@ -59,9 +63,13 @@ static LOADER_TIDS: HashMap<u32, u8> = HashMap::with_max_entries(TIDS_CAPACITY, 
 #[map]
 static RUNQ_START: HashMap<u32, u64> = HashMap::with_max_entries(TIDS_CAPACITY, 0);
 
-/// `names::RUNQ_LATENCY`: run-queue delay of loader threads, ns, `hist` layout.
+/// `names::RUNQ_LATENCY`: run-queue delay of the shard threads, ns, `hist` layout.
 #[map]
 static RUNQ_LATENCY: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::SLOTS, 0);
+
+/// `names::RUNQ_LATENCY_OTHER`: run-queue delay of the other loader threads.
+#[map]
+static RUNQ_LATENCY_OTHER: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::SLOTS, 0);
 
 /// `names::RUNQ_WAKEUP_PROGRAM`, attached to `sched:sched_wakeup`.
 #[tracepoint]
@@ -83,13 +91,14 @@ fn try_runq_wakeup(ctx: &TracePointContext, new_task: bool) -> Result<u32, u32> 
     if target_tgid() == 0 {
         return Ok(0);
     }
+    crate::common::ran(runs::RUNQ_WAKEUP);
     let tid = read::<i32>(ctx, WAKEUP_LAYOUT.load().pid)? as u32;
     if new_task {
         // Created by a loader thread: a thread of ours or a child (see the module doc).
         if !current_is_loader() {
             return Ok(0);
         }
-        if LOADER_TIDS.insert(tid, 0, u64::from(BPF_ANY)).is_err() {
+        if LOADER_TIDS.insert(tid, thread_role::OTHER, u64::from(BPF_ANY)).is_err() {
             crate::common::lost(lost::TID_MAP_FULL);
         }
     } else if LOADER_TIDS.get_ptr(tid).is_none() {
@@ -111,6 +120,7 @@ fn try_runq_switch(ctx: &TracePointContext) -> Result<u32, u32> {
     if target_tgid() == 0 {
         return Ok(0);
     }
+    crate::common::ran(runs::RUNQ_SWITCH);
     let layout = SWITCH_LAYOUT.load();
     let prev = read::<i32>(ctx, layout.prev_pid)? as u32;
     let next = read::<i32>(ctx, layout.next_pid)? as u32;
@@ -128,12 +138,20 @@ fn try_runq_switch(ctx: &TracePointContext) -> Result<u32, u32> {
                 let _ = RUNQ_START.remove(prev);
             } else {
                 // BPF_NOEXIST: an update per switch is not needed once known; EEXIST is fine.
-                if LOADER_TIDS.get_ptr(prev).is_none() && LOADER_TIDS.insert(prev, 0, u64::from(BPF_NOEXIST)).is_err() {
+                if LOADER_TIDS.get_ptr(prev).is_none()
+                    && LOADER_TIDS.insert(prev, thread_role::OTHER, u64::from(BPF_NOEXIST)).is_err()
+                {
                     crate::common::lost(lost::TID_MAP_FULL);
                 }
                 if prev_state & TASK_REPORT_MASK == 0 {
                     // Preempted, still runnable: waiting in the run queue from now.
                     start(prev);
+                } else {
+                    // Going to sleep. A wake-up that arrived while it was still running (it
+                    // had set itself sleeping, say in io_uring's wait, and was woken before
+                    // it switched out) left a start behind that no switch-in ended; kept, it
+                    // would be read at the thread's next switch-in as one long wait.
+                    let _ = RUNQ_START.remove(prev);
                 }
             }
         } else if LOADER_TIDS.get_ptr(prev).is_some() {
@@ -150,7 +168,10 @@ fn try_runq_switch(ctx: &TracePointContext) -> Result<u32, u32> {
         // SAFETY: the map returned a valid pointer to the entry's `u64`; only this CPU
         // switches `next` in, so nothing deletes the entry concurrently.
         let started = unsafe { *started };
-        record(&RUNQ_LATENCY, now_ns().saturating_sub(started));
+        // SAFETY: as above, a valid pointer to the entry's `u8`.
+        let shard = LOADER_TIDS.get_ptr(next).is_some_and(|role| unsafe { *role } == thread_role::SHARD);
+        let histogram = if shard { &RUNQ_LATENCY } else { &RUNQ_LATENCY_OTHER };
+        record(histogram, now_ns().saturating_sub(started));
         let _ = RUNQ_START.remove(next);
     }
     Ok(0)

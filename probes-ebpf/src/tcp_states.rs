@@ -49,8 +49,8 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use probes_ebpf::{
-    CLOSED_SOCKS_CAPACITY, IPPROTO_TCP, LOADER_SOCKS_CAPACITY, SetStateLayout, TRANSITION_SLOTS, hist, lost, tcp_state,
-    transition_index,
+    CLOSED_SOCKS_CAPACITY, IPPROTO_TCP, LOADER_SOCKS_CAPACITY, SetStateLayout, TRANSITION_SLOTS, hist, lost, runs,
+    tcp_state, transition_index,
 };
 
 use crate::common::{bump, current_is_loader, now_ns, read, record};
@@ -89,6 +89,7 @@ pub fn tcp_states(ctx: TracePointContext) -> u32 {
 /// The tracepoint's return value is ignored for programs attached through perf events
 /// (it only gates recording into a trace buffer we do not have); 0 everywhere.
 fn try_tcp_states(ctx: &TracePointContext) -> Result<u32, u32> {
+    crate::common::ran(runs::TCP_STATES);
     let layout = SET_STATE_LAYOUT.load();
 
     let protocol = if layout.protocol_size == 1 {
