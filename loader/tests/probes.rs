@@ -198,7 +198,7 @@ fn connect_refused() {
 fn time_wait() {
     const CLOSES: u64 = 30;
     let Some((_serial, mut probes)) = start_probes("time_wait") else { return };
-    probes.sample();
+    probes.sample(0);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("local_addr");
     for _ in 0..CLOSES {
@@ -218,7 +218,7 @@ fn time_wait() {
     })
     .unwrap_or_else(|| probes.tcp_states().expect("read"));
     eprintln!("tcp_states: {states:?}");
-    probes.sample();
+    probes.sample(0);
     let readings = probes.readings().expect("readings");
     let last = probes.series().last().cloned().expect("a sample");
     eprintln!(
@@ -227,7 +227,8 @@ fn time_wait() {
     );
     assert_eq!(readings.time_wait.entries, CLOSES);
     assert_eq!(last.time_wait_entries, CLOSES, "the interval's entries");
-    assert!(readings.time_wait.max_live.unwrap() >= CLOSES, "sockstat tw counts ours (they live 60 s)");
+    assert!(readings.time_wait.max_live.unwrap() >= CLOSES, "ours, entries of the last 60 s (they live 60 s)");
+    assert!(readings.time_wait.host_max_live.unwrap() >= CLOSES, "sockstat tw counts ours too");
     let in_use = last.ephemeral_ports_in_use.expect("ports read");
     assert!(in_use >= CLOSES, "{in_use} ports in use, expected our {CLOSES} TIME_WAIT ports at least");
     assert!(readings.ephemeral_ports_max_ratio.unwrap() > 0.0);
@@ -323,21 +324,25 @@ fn drops() {
 /// A thread of this process that sleeps 1 ms at a time, pinned to one CPU: quiet, its
 /// wake-ups run at once; with busy-looping child processes (nice -10) pinned to the same CPU, it waits
 /// in the run queue, and the probe's p99 rises far above the quiet baseline. The hogs are
-/// other processes, so the delay measured is the sleeper's (its wake-ups), not theirs.
+/// other processes, so the delay measured is the sleeper's (its wake-ups), not theirs. The
+/// sleeper is not a shard thread: its delay is in the other threads' histogram, and the
+/// shards' stays empty.
 #[test]
 fn runqueue() {
     let Some((_serial, probes)) = start_probes("runqueue") else { return };
     assert!(probes.is_available(probe::RUNQUEUE), "{:?}", probes.availability());
     let cpu = support::last_cpu();
-    let before = probes.readings().expect("readings").runqueue_histogram;
+    let before = probes.readings().expect("readings").runqueue_other_histogram;
     support::sleeper_on(cpu, Duration::from_millis(1_000));
-    let quiet_end = probes.readings().expect("readings").runqueue_histogram;
+    let quiet_end = probes.readings().expect("readings").runqueue_other_histogram;
     let quiet = quiet_end.since(&before);
 
     let hogs = common::Hogs::spawn(cpu, 2);
     support::sleeper_on(cpu, Duration::from_millis(1_000));
     drop(hogs);
-    let busy = probes.readings().expect("readings").runqueue_histogram.since(&quiet_end);
+    let readings = probes.readings().expect("readings");
+    let busy = readings.runqueue_other_histogram.since(&quiet_end);
+    assert_eq!(readings.runqueue_histogram.count, 0, "no shard thread in this test");
 
     let show = |h: &LatencyHistogram| {
         format!("count {} p50 {:?} µs p99 {:?} µs max {:?} µs", h.count, h.p50_us(), h.p99_us(), h.max_us())
@@ -393,7 +398,7 @@ fn reset_counts_from_zero() {
 
     let kept = connect(3);
     assert_eq!(wait_until(Duration::from_secs(5), || (established(&probes) == Some(3)).then_some(())), Some(()));
-    probes.sample();
+    probes.sample(0);
     probes.reset().expect("reset");
     let r = probes.readings().expect("readings");
     assert!(r.tcp_states.is_empty(), "{:?}", r.tcp_states);

@@ -197,8 +197,58 @@ fn interrupt_writes_partial_results_and_exits_130() {
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["interrupted"], true);
-    let sent = u(&phase(&s, "main")["sent"]);
+    let main = phase(&s, "main");
+    let sent = u(&main["sent"]);
     assert!(sent > 0 && sent < 4000, "partial: {sent} of 4000 planned");
+    // Every planned request is accounted for: what the stop left is `unsent` (and what was in
+    // flight `aborted`), and the rates are per second of what ran, not of the plan.
+    assert_accounted(&s);
+    assert!(u(&main["errors"]["unsent"]) > 2000, "{main}");
+    let measured = f(&main["measured_s"]);
+    assert!(measured > 0.5 && measured < 5.0, "measured_s {measured}");
+    let sent_rps = f(&main["sent_rps"]);
+    assert!((sent_rps - 200.0).abs() < 30.0, "sent/s over the part that ran: {sent_rps}");
+    assert!(s["errors_detail"]["unsent"].is_array(), "{}", s["errors_detail"]);
+}
+
+/// `requests == ok + Σ errors` in every phase.
+fn assert_accounted(s: &serde_json::Value) {
+    for p in s["phases"].as_array().unwrap() {
+        let errors: u64 = p["errors"].as_object().unwrap().values().map(u).sum();
+        assert_eq!(u(&p["requests"]), u(&p["ok"]) + errors, "phase {}: {p}", p["name"]);
+    }
+}
+
+/// Requests in flight when the run is interrupted are recorded, not lost: `aborted`, with
+/// their latency at the moment the run gave up on them — a lower bound, in the tail.
+#[test]
+fn requests_in_flight_at_an_interrupt_are_aborted_and_recorded() {
+    let target = Target::start(&["--delay", "5s"]);
+    let out = out_dir("interrupt-in-flight");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
+        .args(["run", "--url", &target.url(), "--rate", "50", "--duration", "10s", "--no-probes", "--plain"])
+        .args(["--connections", "200", "--timeout", "30s", "--preflight", "0s", "--no-emergency-stop", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = common::wait_bounded(child, Duration::from_secs(15));
+    assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_accounted(&s);
+    let main = phase(&s, "main");
+    let aborted = u(&main["errors"]["aborted"]);
+    // About 1.75 s of sends at 50/s were in flight (nothing answers within 5 s).
+    assert!((60..=110).contains(&aborted), "aborted {aborted}: {main}");
+    assert_eq!(u(&main["ok"]), 0);
+    assert_eq!(u(&main["latency_ms"]["count"]), aborted, "aborted requests are in the latency record");
+    assert!(f(&main["latency_ms"]["max"]) >= 1000.0, "their latency reaches the stop: {}", main["latency_ms"]);
+    assert_eq!(u(&s["run"]["abandoned"]), aborted);
 }
 
 /// As root, `loader run` loads the TCP state probe at start: the kernel's count of the
@@ -326,4 +376,11 @@ fn emergency_stop_halts_a_collapsing_run() {
     let series = s["series"].as_array().unwrap();
     let after: u64 = series.iter().filter(|x| u(&x["t"]) > at).map(|x| u(&x["sent"])).sum();
     assert_eq!(after, 0, "sends after the stop");
+    // Accounted, and the rates are those of the seconds that ran (issue 9: a stop at 3 s of
+    // 10 s reported sent/s divided by the planned 10 s).
+    assert_accounted(&s);
+    let main = phase(&s, "main");
+    assert!(u(&main["errors"]["unsent"]) > 0, "{main}");
+    let sent_rps = f(&main["sent_rps"]);
+    assert!(sent_rps > 150.0, "sent/s {sent_rps} over the {} s that ran", main["measured_s"]);
 }

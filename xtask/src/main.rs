@@ -25,10 +25,12 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [args]
 
 commands:
-  setup [--bench]   install missing pieces: rust-src, bpf-linker, tracefs, nginx, wrk
-                    (--bench: also oha); prints one ok:/installing: line per piece
+  setup [--bench]   install missing pieces: rust-src, bpf-linker, tracefs, nginx, wrk,
+                    iproute2, nftables, binutils, python3 (--bench: also oha, and says
+                    whether wrk2, vegeta and k6 are there); one ok:/installing: line each
   demo [ARGS...]    setup, build the release loader, run `loader run --out out/demo ARGS`
-  test [ARGS...]    setup, then `cargo test --workspace ARGS` (LOADER_EBPF=require when root)
+  test [ARGS...]    setup, then `cargo test --workspace --release ARGS` (LOADER_EBPF=require
+                    when root)
   ci                the same as `test`
   bench [ARGS...]   setup --bench, build the release loader, run `bench/run.sh ARGS`";
 
@@ -104,7 +106,14 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
     } else {
         println!("note: not root: the tests that need root (eBPF probes) skip and say why");
     }
-    let status = cargo_test.args(["test", "--workspace"]).args(args).current_dir(&cmd::workspace_root()).status()?;
+    // The release build: the end-to-end tests judge the real binary's verdict at tens of
+    // thousands of requests per second and calibrate it; an unoptimised engine would saturate
+    // itself and turn clean runs untrusted.
+    let status = cargo_test
+        .args(["test", "--workspace", "--release"])
+        .args(args)
+        .current_dir(&cmd::workspace_root())
+        .status()?;
     let mode = if root { "as root, LOADER_EBPF=require" } else { "not root, privileged tests skipped" };
     if status.success() {
         println!("xtask test: passed ({mode})");

