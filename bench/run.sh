@@ -11,16 +11,32 @@
 # The loader runs open loop at the rate wrk achieved in the same round (unless --rate is
 # given), so both do the same work per second and their CPU cost compares directly.
 # A tool that is missing is skipped with the reason. See docs/performance.md.
+#
+# --mode fixed: every open-loop tool (wrk2 -R, oha -q --latency-correction, vegeta, k6
+# constant-arrival-rate, loader) at the same fixed rates (--rates 1000,10000,40000), the
+# tools interleaved within each round and each rate. Per tool and rate: achieved rate,
+# requests per CPU-second, p50/p99 as the tool reports them, and for loader runs the verdict
+# and the send lag p99. The max-rate mode above stays the default.
 set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/run.sh [--rounds N] [--duration SECONDS] [--connections N] [--rate RPS]
-                    [--warmup SECONDS] [--port PORT] [--tools wrk,oha,loader] [--out DIR]
+usage: bench/run.sh [--mode max|fixed] [--rounds N] [--duration SECONDS] [--connections N]
+                    [--rate RPS] [--rates R1,R2,...] [--warmup SECONDS] [--port PORT]
+                    [--tools wrk,oha,loader] [--out DIR]
 
-Environment (flags win): ROUNDS (3), DURATION (10), CONNECTIONS (64), LOADER_RATE (wrk's
-rate this round), LOADER_WARMUP (1), PORT (a free one), TOOLS (wrk,oha,loader), OUT_DIR
-(out/bench/<time>), LOADER (target/release/loader), LOAD_CPU (0), TARGET_CPU (1).
+--mode max (the default): wrk and oha closed loop at their maximum rate, the loader open loop
+at wrk's rate (or --rate). Tools: wrk, oha, loader (--no-probes), loader-probes (root only).
+--mode fixed: every tool open loop at each of --rates. Tools: wrk2, oha, vegeta, k6,
+loader-probes (root; without root loader stands in), loader (--no-probes, on request).
+
+Environment (flags win): MODE (max), ROUNDS (3), DURATION (10; 20 in fixed mode),
+CONNECTIONS (64), LOADER_RATE (wrk's rate this round), RATES (1000,10000,40000),
+LOADER_WARMUP (1), PORT (a free one), TOOLS (max: wrk,oha,loader,loader-probes; fixed:
+wrk2,oha,vegeta,k6,loader-probes), OUT_DIR (out/bench/<time>), LOADER
+(target/release/loader), LOAD_CPU (0), TARGET_CPU (1).
+Fixed-mode tools (a missing one is skipped with the reason): WRK2 (wrk2's binary, which is
+also called wrk; default: wrk2 on PATH), OHA (oha), VEGETA (vegeta), K6 (k6).
 EOF
 }
 
@@ -28,13 +44,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 harness=("python3" "$here/harness.py")
 
+mode=${MODE:-max}
 rounds=${ROUNDS:-3}
-duration=${DURATION:-10}
+duration=${DURATION:-}
 connections=${CONNECTIONS:-64}
 loader_rate=${LOADER_RATE:-}
+rates=${RATES:-1000,10000,40000}
 loader_warmup=${LOADER_WARMUP:-1}
 port=${PORT:-}
-tools=${TOOLS:-wrk,oha,loader,loader-probes}
+tools=${TOOLS:-}
 out_dir=${OUT_DIR:-$repo/out/bench/$(date +%Y%m%d-%H%M%S)}
 loader_bin=${LOADER:-$repo/target/release/loader}
 load_cpu=${LOAD_CPU:-0}
@@ -42,10 +60,12 @@ target_cpu=${TARGET_CPU:-1}
 
 while (($#)); do
     case $1 in
+        --mode) mode=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
         --duration) duration=${2%s}; shift 2 ;;
         --connections) connections=$2; shift 2 ;;
         --rate) loader_rate=$2; shift 2 ;;
+        --rates) rates=$2; shift 2 ;;
         --warmup) loader_warmup=${2%s}; shift 2 ;;
         --port) port=$2; shift 2 ;;
         --tools) tools=$2; shift 2 ;;
@@ -56,6 +76,24 @@ while (($#)); do
 done
 
 die() { echo "bench: $*" >&2; exit 1; }
+case $mode in
+    max)
+        [[ -n $duration ]] || duration=10
+        [[ -n $tools ]] || tools=wrk,oha,loader,loader-probes ;;
+    fixed)
+        # wrk2 leaves its first ~10 s out of its latency figures (calibration), so fixed-rate
+        # runs default to 20 s.
+        [[ -n $duration ]] || duration=20
+        [[ -n $tools ]] || tools=wrk2,oha,vegeta,k6,loader-probes
+        [[ -z $loader_rate ]] || die "--rate is for --mode max; in --mode fixed give --rates"
+        [[ $rates =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--rates must be whole numbers separated by commas, got '$rates'"
+        IFS=, read -r -a rate_list <<<"$rates"
+        for i in "${!rate_list[@]}"; do
+            rate_list[i]=$((10#${rate_list[i]}))
+            ((rate_list[i] >= 1)) || die "every rate must be >= 1, got '$rates'"
+        done ;;
+    *) die "--mode must be max or fixed, got '$mode'" ;;
+esac
 for n in "$rounds" "$duration" "$connections" "$loader_warmup" "$load_cpu" "$target_cpu"; do
     [[ $n =~ ^[0-9]+$ ]] || die "expected a whole number, got '$n'"
 done
@@ -70,8 +108,76 @@ cpus=$(nproc --all)
 
 # --- which tools run -------------------------------------------------------------------
 declare -A enabled=()
+declare -A tool_bin=() # fixed mode: the binary of each tool
+tool_versions=()       # fixed mode: "tool: path (version)", written to the run directory
 IFS=, read -r -a wanted <<<"$tools"
+
+# find_tool NAME VAR HINT: the path of NAME's binary — $VAR if set, else NAME on PATH — or a
+# "skip:" line saying why there is none (HINT: where to get it) and status 1.
+find_tool() {
+    local name=$1 var=$2 hint=$3
+    local from_env=${!var:-}
+    if [[ -n $from_env ]]; then
+        command -v "$from_env" 2>/dev/null && return
+        echo "skip: $name — $var=$from_env is not an executable"
+    else
+        command -v "$name" 2>/dev/null && return
+        echo "skip: $name — not found: $hint"
+    fi
+    return 1
+}
+
+# first_line CMD...: the first line CMD prints (stdout or stderr), whatever its exit status.
+first_line() {
+    local text
+    text=$("$@" 2>&1 || true)
+    echo "${text%%$'\n'*}"
+}
+
+# Fixed mode: check each tool can run open loop at a given rate; skip it with the reason.
+enable_fixed() {
+    local tool=$1 bin version help
+    case $tool in
+        wrk2)
+            bin=$(find_tool wrk2 WRK2 "set WRK2=/path/to/wrk2's wrk binary or put wrk2 on PATH (wrk2 is not packaged by Debian; docs/performance.md)") || { echo "$bin"; return; }
+            # wrk2's binary is called wrk too; only wrk2 has -R/--rate (plain wrk 4.x has not).
+            help=$("$bin" 2>&1 || true)
+            if [[ $help != *"-R, --rate"* ]]; then
+                echo "skip: wrk2 — $bin has no -R/--rate option: it is a plain wrk, not wrk2"
+                return
+            fi
+            version="wrk2 ($(first_line "$bin" -v | sed 's/ Copyright.*//'))" ;;
+        oha)
+            bin=$(find_tool oha OHA "cargo xtask setup --bench installs it") || { echo "$bin"; return; }
+            help=$("$bin" --help 2>&1 || true)
+            if [[ $help != *--latency-correction* ]]; then
+                echo "skip: oha — $bin has no --latency-correction option (too old)"
+                return
+            fi
+            version=$(first_line "$bin" --version) ;;
+        vegeta)
+            bin=$(find_tool vegeta VEGETA "set VEGETA=/path/to/vegeta or put it on PATH (Debian 12 has no vegeta package; docs/performance.md)") || { echo "$bin"; return; }
+            version=$("$bin" -version 2>&1 || true)
+            version="vegeta $(sed -n 's/^Version: //p' <<<"$version") ($(sed -n 's/^Runtime: //p' <<<"$version"))" ;;
+        k6)
+            bin=$(find_tool k6 K6 "set K6=/path/to/k6 or put it on PATH (Debian 12 has no k6 package; docs/performance.md)") || { echo "$bin"; return; }
+            version=$(first_line "$bin" version) ;;
+        *) return 1 ;;
+    esac
+    enabled[$tool]=1
+    tool_bin[$tool]=$bin
+    tool_versions+=("$tool: $bin — $version")
+}
+
 for tool in "${wanted[@]}"; do
+    if [[ $mode == fixed ]]; then
+        case $tool in
+            wrk2 | oha | vegeta | k6) enable_fixed "$tool"; continue ;;
+            loader | loader-probes) ;;
+            wrk) die "wrk is closed loop, it has no rate to fix: --mode fixed runs wrk2, its open-loop fork" ;;
+            *) die "unknown tool '$tool' for --mode fixed (known: wrk2, oha, vegeta, k6, loader, loader-probes)" ;;
+        esac
+    fi
     case $tool in
         wrk | oha)
             if command -v "$tool" >/dev/null; then enabled[$tool]=1
@@ -83,9 +189,17 @@ for tool in "${wanted[@]}"; do
             if [[ ! -x $loader_bin ]]; then echo "skip: loader-probes — $loader_bin not found"
             elif ((EUID != 0)); then echo "skip: loader-probes — loading eBPF probes needs root"
             else enabled[loader-probes]=1; fi ;;
-        *) die "unknown tool '$tool' (known: wrk, oha, loader, loader-probes)" ;;
+        wrk2 | vegeta | k6) die "$tool runs only in --mode fixed (bench/run.sh --mode fixed --tools $tool)" ;;
+        *) die "unknown tool '$tool' (known: wrk, oha, loader, loader-probes; --mode fixed: wrk2, oha, vegeta, k6)" ;;
     esac
 done
+# Fixed mode runs the loader with its probes; without root they cannot load, so the loader
+# without probes stands in (unless it was asked for as well).
+if [[ $mode == fixed && -z ${enabled[loader-probes]:-} && -z ${enabled[loader]:-} && -x $loader_bin ]] &&
+    [[ ,$tools, == *,loader-probes,* ]]; then
+    echo "bench: loader runs with --no-probes instead"
+    enabled[loader]=1
+fi
 ((${#enabled[@]})) || die "no tool to run"
 
 # --- nginx: own prefix, 1 worker on TARGET_CPU ------------------------------------------
@@ -154,6 +268,11 @@ answer=$("${harness[@]}" check-target "$url") || die "nginx does not answer on $
 echo "bench: target $url — nginx ($("$nginx_bin" -v 2>&1 | sed 's/.*: //'), 1 worker on CPU $target_cpu) answers: $answer"
 echo "bench: load average before start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on CPU $load_cpu or $target_cpu skews every figure)"
 echo "bench: tools on CPU $load_cpu; $rounds round(s) of ${duration}s per tool, $connections connections; raw output in $out_dir"
+if [[ $mode == fixed ]]; then
+    # shellcheck source=bench/fixed.sh
+    source "$here/fixed.sh"
+    exit 0
+fi
 if [[ -n $loader_rate ]]; then
     echo "bench: loader runs open loop at a fixed $loader_rate req/s (--rate)"
 else
