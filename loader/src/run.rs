@@ -412,7 +412,6 @@ fn execute(
         idempotent: plan.requests.iter().map(|r| r.idempotent).collect(),
         mix: plan.mix(),
     });
-    let peak_rate = plan.peak_rate();
     // One TLS client per run: its session cache is shared by every shard (resumption).
     let tls = match &plan.target.tls {
         Some(t) => {
@@ -423,8 +422,7 @@ fn execute(
         }
         None => None,
     };
-    let pace =
-        engine::pace::Pace::for_rate(peak_rate / plan.threads as f64, plan.wake_window.map(|w| w.as_nanos() as u64));
+    let pace = plan.pace();
     let mut lives = Vec::new();
     let mut handles = Vec::new();
     // Each shard says when it ends, so the main thread can sleep until the next second.

@@ -70,6 +70,9 @@ pub struct StepFigures {
     /// The host's wake-up jitter during the run (the verdict's floor), ms.
     #[serde(default)]
     pub floor_ms: Option<f64>,
+    /// The loader's batching window in the run (`run.wake_window_us`), ms.
+    #[serde(default)]
+    pub wake_window_ms: Option<f64>,
     /// Shard CPU p95 over the step's settled seconds, percent of one core per shard.
     pub cpu_p95: Option<f64>,
     /// Run-queue delay of loader threads over the settled seconds: the lower median of the
@@ -133,8 +136,16 @@ pub fn judge_step(f: &StepFigures, runqueue_limit_ms: f64) -> StepCall {
     if let (Some(latency), Some(floor_ms)) = (f.latency_p99_ms, f.floor_ms) {
         let floor = crate::verdict::floor::Floor { ms: floor_ms, preflight_ms: None, run_ms: None };
         let own = f.own_lag_p99_ms.unwrap_or(f.send_lag_p99_ms);
-        let lag =
-            crate::verdict::judge_lag(f.send_lag_p99_ms, own, latency, f.sent, f.waited_for_connection, &floor, share);
+        let lag = crate::verdict::judge_lag(
+            f.send_lag_p99_ms,
+            own,
+            latency,
+            f.sent,
+            f.waited_for_connection,
+            &floor,
+            share,
+            f.wake_window_ms.unwrap_or(0.0),
+        );
         if matches!(lag, crate::verdict::Lag::OwnWork | crate::verdict::Lag::Late) {
             loader.push(format!(
                 "send lag p99 {:.2} ms (own {own:.2} ms) is a material part of the latency p99 {latency:.2} ms beyond the host's jitter ({floor_ms:.2} ms), as the verdict judges it",

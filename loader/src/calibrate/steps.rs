@@ -54,6 +54,7 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
                 latency_p99_ms: Some(p.latency_ms.p99),
                 waited_for_connection: p.waited_for_connection,
                 floor_ms: Some(floor.ms),
+                wake_window_ms: Some(s.run.wake_window_us / 1000.0),
                 cpu_p95: p95(&cpu),
                 runqueue_p99_us: rq,
                 time_wait_max: tw,

@@ -13,15 +13,18 @@
 //!   completion only when no connection is free (a due request may be waiting for one),
 //!   while a response is streaming in (a body larger than the socket buffer must be read as
 //!   it comes, or the server stalls), or while the run drains.
-//! - **Sends due within [`BATCH_WINDOW_NS`] of each other share a wake-up** once the gap
-//!   between sends is shorter than that window (from [`BATCH_FROM_RATE`] per shard): every
-//!   such send leaves at most one window late, which is below the host's wake-up jitter.
-//!   Slower shards wake for each send.
+//! - **Sends share a wake-up within the host's own jitter** from [`BATCH_FROM_RATE`] per
+//!   shard, where a wake-up per send would cost more CPU than the gap between sends: the shard
+//!   waits past a due send by the p99 of its own measured wake-up lateness (at least
+//!   [`BATCH_MIN_NS`], at most [`BATCH_WINDOW_NS`]), so batching never moves a send later than
+//!   the host's noise floor already does. Slower shards wake for each send.
 //! - **A short spin to the due instant.** A shard wakes `early` before a due send and spins
-//!   to it, so the send leaves on time instead of one wake-up latency late. `early` follows
-//!   the wake-up lateness the shard measures, within a CPU budget: spinning may cost at most
-//!   [`SPIN_SHARE`] of a core at the shard's rate, so it is generous at low rates (where it
-//!   buys the most precision for the least CPU) and vanishes at high ones.
+//!   to it, so the send leaves on time instead of one wake-up latency late. `early` is the p99
+//!   of the wake-up lateness the shard measures (so 99 % of wake-ups land before the due
+//!   instant), within a CPU budget: spinning may cost at most [`SPIN_SHARE`] of a core at the
+//!   shard's rate, so it is generous at low rates (where it buys the most precision for the
+//!   least CPU) and small at high ones — where it costs little anyway, since a wake-up later
+//!   than `early` does not spin at all.
 //!
 //! Pure: the shard measures, this module decides.
 
@@ -29,21 +32,27 @@
 pub const MAX_DEFER_NS: u64 = 2_000_000;
 /// Longest single sleep, so a stop is seen promptly even when nothing is due.
 pub const MAX_WAIT_NS: u64 = 50_000_000;
-/// Sends closer together than this may share a wake-up (see the module doc).
-pub const BATCH_WINDOW_NS: u64 = 50_000;
+/// Longest a send waits to share a wake-up by default (see the module doc).
+pub const BATCH_WINDOW_NS: u64 = 100_000;
+/// Shortest batching window, before the lateness is measured.
+pub const BATCH_MIN_NS: u64 = 25_000;
 /// Per-shard rate from which sends share wake-ups: the gap between sends is then at most
 /// [`BATCH_WINDOW_NS`], and a wake-up per send would cost more CPU than the gap.
 pub const BATCH_FROM_RATE: f64 = 20_000.0;
 /// Share of a core a shard may spend spinning to due instants.
-pub const SPIN_SHARE: f64 = 0.10;
+pub const SPIN_SHARE: f64 = 0.15;
 /// Longest spin before a single send.
-pub const EARLY_MAX_NS: u64 = 150_000;
+pub const EARLY_MAX_NS: u64 = 200_000;
 
 /// A shard's wake-up strategy, from its rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pace {
-    /// Sends due within this window of the first due one leave together (0: each alone).
+    /// Sends due within this window of the first due one leave together (0: each alone); the
+    /// most the window may be when it follows the lateness (`adaptive`).
     pub batch_ns: u64,
+    /// The window follows the measured wake-up lateness (the default), rather than being
+    /// the fixed `--wake-window`.
+    pub adaptive: bool,
     /// Most a shard may wake before a due send to spin to it (0: never spins).
     pub early_cap_ns: u64,
 }
@@ -52,10 +61,16 @@ impl Pace {
     /// The strategy for a shard sending `rate` requests per second at its busiest, with an
     /// explicit batching window if the user gave one (`--wake-window`).
     pub fn for_rate(rate: f64, window: Option<u64>) -> Pace {
-        let batch_ns = window.unwrap_or(if rate >= BATCH_FROM_RATE { BATCH_WINDOW_NS } else { 0 });
+        let adaptive = window.is_none() && rate >= BATCH_FROM_RATE;
+        let batch_ns = window.unwrap_or(if adaptive { BATCH_WINDOW_NS } else { 0 });
         let early_cap_ns =
             if batch_ns > 0 || rate <= 0.0 { 0 } else { ((SPIN_SHARE * 1e9 / rate) as u64).min(EARLY_MAX_NS) };
-        Pace { batch_ns, early_cap_ns }
+        Pace { batch_ns, adaptive, early_cap_ns }
+    }
+
+    /// The batching window now, given the measured p99 wake-up lateness.
+    pub fn window(&self, late_p99_ns: u64) -> u64 {
+        if self.adaptive { late_p99_ns.clamp(BATCH_MIN_NS, self.batch_ns) } else { self.batch_ns }
     }
 }
 
@@ -92,9 +107,9 @@ pub struct Sleep {
     pub spin_to: Option<u64>,
 }
 
-/// The sleep for `s`, given the strategy `pace` and how early to wake for a send (`early`,
-/// already within `pace.early_cap_ns`).
-pub fn plan(s: &Situation, pace: &Pace, early: u64) -> Sleep {
+/// The sleep for `s`, given how early to wake for a send (`early`, within the pace's
+/// `early_cap_ns`) and the batching window now (`window`, see [`Pace::window`]).
+pub fn plan(s: &Situation, early: u64, window: u64) -> Sleep {
     let mut until = s.now.saturating_add(MAX_WAIT_NS).min(s.deadline);
     let mut on_completion = s.streaming || s.free == 0;
     let mut spin_to = None;
@@ -107,9 +122,9 @@ pub fn plan(s: &Situation, pace: &Pace, early: u64) -> Sleep {
             // Due already and waiting for a connection: a completion frees one; at the
             // latest the request is dropped at its deadline (in `deadline`).
             on_completion = true;
-        } else if pace.batch_ns > 0 {
+        } else if window > 0 {
             // Sends due within the window after the first leave with it.
-            until = until.min(due.saturating_add(pace.batch_ns));
+            until = until.min(due.saturating_add(window));
         } else {
             let wake = due.saturating_sub(early);
             until = until.min(wake);
@@ -127,34 +142,51 @@ pub fn plan(s: &Situation, pace: &Pace, early: u64) -> Sleep {
     Sleep { until: until.max(s.now), on_completion, spin_to }
 }
 
-/// Running estimate of how late timer wake-ups end (mean plus one mean deviation), from
-/// which a shard decides how early to wake.
-#[derive(Debug, Clone, Copy, Default)]
+/// Wake-ups the lateness estimate remembers.
+const LATENESS_WINDOW: usize = 512;
+/// The estimate is recomputed every this many wake-ups.
+const LATENESS_EVERY: u32 = 64;
+
+/// Running p99 of how late timer wake-ups end, over the last [`LATENESS_WINDOW`] of them,
+/// from which a shard decides how early to wake.
+#[derive(Debug, Clone)]
 pub struct Lateness {
-    mean: f64,
-    deviation: f64,
-    samples: u64,
+    recent: Vec<u64>,
+    next: usize,
+    since_estimate: u32,
+    p99_ns: u64,
+}
+
+impl Default for Lateness {
+    fn default() -> Self {
+        Lateness { recent: Vec::with_capacity(LATENESS_WINDOW), next: 0, since_estimate: 0, p99_ns: 0 }
+    }
 }
 
 impl Lateness {
     /// One timer wake-up ended `late_ns` after its target.
     pub fn observe(&mut self, late_ns: u64) {
-        // Ignore outliers for the estimate (a preemption, a stopped process): they are not
-        // the jitter a spin can absorb, and they would make every later wake spin longer.
-        let x = (late_ns as f64).min(4.0 * EARLY_MAX_NS as f64);
-        self.samples += 1;
-        let k = if self.samples < 32 { 1.0 / self.samples as f64 } else { 1.0 / 32.0 };
-        let err = x - self.mean;
-        self.mean += k * err;
-        self.deviation += k * (err.abs() - self.deviation);
+        // Outliers (a preemption, a stopped process) are not jitter a spin can absorb: capped,
+        // they cannot teach the shard to spin for ever.
+        let x = late_ns.min(2 * EARLY_MAX_NS);
+        if self.recent.len() < LATENESS_WINDOW {
+            self.recent.push(x);
+        } else {
+            self.recent[self.next] = x;
+        }
+        self.next = (self.next + 1) % LATENESS_WINDOW;
+        self.since_estimate += 1;
+        if self.since_estimate >= LATENESS_EVERY || self.recent.len() < LATENESS_EVERY as usize {
+            self.since_estimate = 0;
+            let mut sorted = self.recent.clone();
+            let k = (sorted.len() * 99 / 100).min(sorted.len() - 1);
+            self.p99_ns = *sorted.select_nth_unstable(k).1;
+        }
     }
 
-    /// How early to wake so that most wake-ups land before the due instant, capped.
+    /// How early to wake so that 99 % of wake-ups land before the due instant, capped.
     pub fn early(&self, cap_ns: u64) -> u64 {
-        if cap_ns == 0 || self.samples == 0 {
-            return 0;
-        }
-        ((self.mean + self.deviation).max(0.0) as u64).min(cap_ns)
+        self.p99_ns.min(cap_ns)
     }
 }
 
@@ -172,20 +204,24 @@ mod tests {
     fn the_strategy_follows_the_rate() {
         let slow = Pace::for_rate(500.0, None);
         assert_eq!(slow.batch_ns, 0);
-        assert_eq!(slow.early_cap_ns, EARLY_MAX_NS, "10 % of a core at 500/s is 200 µs, capped");
+        assert_eq!(slow.early_cap_ns, EARLY_MAX_NS, "15 % of a core at 500/s is 300 µs, capped");
         let mid = Pace::for_rate(10_000.0, None);
-        assert_eq!((mid.batch_ns, mid.early_cap_ns), (0, 10 * US));
+        assert_eq!((mid.batch_ns, mid.early_cap_ns), (0, 15 * US));
         let fast = Pace::for_rate(40_000.0, None);
         assert_eq!((fast.batch_ns, fast.early_cap_ns), (BATCH_WINDOW_NS, 0));
+        // The default window follows the host's lateness, within its bounds.
+        assert_eq!(fast.window(0), BATCH_MIN_NS);
+        assert_eq!(fast.window(60 * US), 60 * US);
+        assert_eq!(fast.window(5_000 * US), BATCH_WINDOW_NS);
         assert_eq!(Pace::for_rate(500.0, Some(0)).batch_ns, 0);
-        assert_eq!(Pace::for_rate(500.0, Some(200 * US)).batch_ns, 200 * US);
+        let fixed = Pace::for_rate(500.0, Some(200 * US));
+        assert_eq!((fixed.batch_ns, fixed.window(0)), (200 * US, 200 * US), "--wake-window is taken as given");
     }
 
     #[test]
     fn a_shard_with_spare_connections_sleeps_to_its_next_send_through_responses() {
-        let pace = Pace::for_rate(1000.0, None);
         let s = Situation { next_due: Some(1_000 * US), in_flight: 3, ..at(100 * US) };
-        let sleep = plan(&s, &pace, 40 * US);
+        let sleep = plan(&s, 40 * US, 0);
         assert_eq!(sleep, Sleep { until: 960 * US, on_completion: false, spin_to: Some(1_000 * US) });
     }
 
@@ -193,60 +229,64 @@ mod tests {
     fn responses_wake_the_shard_when_no_connection_is_free_or_one_is_streaming() {
         let pace = Pace::for_rate(1000.0, None);
         let s = Situation { next_due: Some(1_000 * US), in_flight: 8, free: 0, ..at(100 * US) };
-        assert!(plan(&s, &pace, 0).on_completion);
+        assert!(plan(&s, 0, pace.window(0)).on_completion);
         let s = Situation { next_due: Some(1_000 * US), in_flight: 1, streaming: true, ..at(100 * US) };
-        assert!(plan(&s, &pace, 0).on_completion);
+        assert!(plan(&s, 0, pace.window(0)).on_completion);
         let s = Situation { next_due: Some(0), due_waits: true, in_flight: 8, free: 0, ..at(100 * US) };
-        assert!(plan(&s, &pace, 0).on_completion);
+        assert!(plan(&s, 0, pace.window(0)).on_completion);
     }
 
     #[test]
     fn deferred_responses_are_read_within_the_bound_and_deadlines_are_kept() {
         let pace = Pace::for_rate(10.0, None);
         let s = Situation { next_due: Some(100_000 * US), in_flight: 1, ..at(0) };
-        assert_eq!(plan(&s, &pace, 0).until, MAX_DEFER_NS);
+        assert_eq!(plan(&s, 0, pace.window(0)).until, MAX_DEFER_NS);
         // That earlier wake-up does not spin all the way to the send.
         let s = Situation { next_due: Some(10_000 * US), in_flight: 1, ..at(0) };
-        assert_eq!(plan(&s, &Pace::for_rate(100.0, None), 100 * US).spin_to, None);
+        assert_eq!(plan(&s, 100 * US, 0).spin_to, None);
         let s = Situation { next_due: Some(100_000 * US), in_flight: 1, deadline: 700 * US, ..at(0) };
-        assert_eq!(plan(&s, &pace, 0).until, 700 * US);
+        assert_eq!(plan(&s, 0, pace.window(0)).until, 700 * US);
         // Nothing in flight, nothing due soon: one long sleep.
         let s = Situation { next_due: Some(900_000 * US), ..at(0) };
-        assert_eq!(plan(&s, &pace, 0).until, MAX_WAIT_NS);
+        assert_eq!(plan(&s, 0, pace.window(0)).until, MAX_WAIT_NS);
     }
 
     #[test]
     fn batching_moves_a_send_by_at_most_the_window() {
         let pace = Pace::for_rate(40_000.0, None);
         let s = Situation { next_due: Some(110 * US), ..at(100 * US) };
-        let sleep = plan(&s, &pace, 0);
-        assert_eq!(sleep.until, 110 * US + BATCH_WINDOW_NS);
+        let sleep = plan(&s, 0, pace.window(0));
+        assert_eq!(sleep.until, 110 * US + BATCH_MIN_NS);
         assert_eq!(sleep.spin_to, None);
         // Already due: leave within the window from now.
         let s = Situation { next_due: Some(90 * US), ..at(100 * US) };
-        assert!(plan(&s, &pace, 0).until <= 90 * US + BATCH_WINDOW_NS);
+        assert!(plan(&s, 0, pace.window(0)).until <= 90 * US + BATCH_MIN_NS);
     }
 
     #[test]
     fn draining_wakes_on_every_completion_until_its_end() {
         let pace = Pace::for_rate(1000.0, None);
         let s = Situation { in_flight: 2, draining_until: Some(5_000 * US), ..at(0) };
-        assert_eq!(plan(&s, &pace, 0), Sleep { until: 5_000 * US, on_completion: true, spin_to: None });
+        assert_eq!(plan(&s, 0, pace.window(0)), Sleep { until: 5_000 * US, on_completion: true, spin_to: None });
     }
 
     #[test]
-    fn the_early_margin_learns_the_lateness_and_keeps_its_cap() {
+    fn the_early_margin_is_the_p99_of_the_lateness_within_its_cap() {
         let mut l = Lateness::default();
         assert_eq!(l.early(100 * US), 0, "nothing measured yet");
-        for late in [30, 40, 50, 40, 30, 40, 50, 40] {
-            l.observe(late * US);
+        // 1000 wake-ups: 30–69 µs late, one in a hundred 150 µs late.
+        for i in 0..1000u64 {
+            l.observe(if i % 100 == 99 { 150 * US } else { (30 + i % 40) * US });
         }
         let early = l.early(EARLY_MAX_NS);
-        assert!((40 * US..=55 * US).contains(&early), "{early}");
+        assert!((69 * US..=150 * US).contains(&early), "{early}");
         assert_eq!(l.early(10 * US), 10 * US);
         assert_eq!(l.early(0), 0);
-        // One 300 ms stop does not teach the shard to spin for ever.
-        l.observe(300_000 * US);
-        assert!(l.early(EARLY_MAX_NS) <= EARLY_MAX_NS);
+        // A 300 ms stop does not teach the shard to spin for ever.
+        for _ in 0..600 {
+            l.observe(300_000 * US);
+        }
+        assert_eq!(l.early(u64::MAX), 2 * EARLY_MAX_NS);
+        assert_eq!(l.early(EARLY_MAX_NS), EARLY_MAX_NS);
     }
 }

@@ -97,6 +97,9 @@ pub struct Shard {
     lateness: Lateness,
     /// When the shard last woke up (ns since start).
     woke_at: u64,
+    /// When that wake-up was planned for: past a send's due time when the shard chose to
+    /// wait (a batching window), so that wait is counted as the loader's own lag.
+    wake_target: u64,
     /// Earliest deadline of anything in flight (`u64::MAX`: none).
     next_deadline: u64,
     /// The last turn read part of a response and more of it is on its way.
@@ -110,6 +113,11 @@ pub struct Shard {
     cq_entries: usize,
     /// The kernel takes absolute timeouts (`IORING_ENTER_ABS_TIMER`, Linux 6.12+).
     abs_timer: bool,
+    /// Flags of a timed wait: the absolute timer, and not accounting the sleep as I/O wait
+    /// when the kernel knows how (`IORING_ENTER_NO_IOWAIT`): the shard waits for its
+    /// schedule, not for a disk, and an iowait sleep tells the idle and frequency governors
+    /// to keep the CPU in shallow, costlier states.
+    enter_flags: io_uring::EnterFlags,
 }
 
 fn new_ring(entries: u32) -> Result<IoUring, EngineError> {
@@ -191,6 +199,10 @@ impl Shard {
         let (storage, sockaddr_len, family) = sockaddr_of(cfg.addr);
         let conns: Vec<Conn> = (0..cfg.connections).map(|_| Conn::new(cfg.limits)).collect();
         let cq_entries = ring.params().cq_entries() as usize;
+        let mut enter_flags = io_uring::EnterFlags::ABS_TIMER;
+        if ring.params().is_feature_no_iowait() {
+            enter_flags |= io_uring::EnterFlags::NO_IOWAIT;
+        }
         Ok(Shard {
             ring,
             bufs,
@@ -221,6 +233,7 @@ impl Shard {
             pace: cfg.pace,
             lateness: Lateness::default(),
             woke_at: 0,
+            wake_target: 0,
             next_deadline: u64::MAX,
             streaming: false,
             realtime: Realtime::default(),
@@ -228,6 +241,7 @@ impl Shard {
             backlog: Vec::new(),
             cq_entries,
             abs_timer: true,
+            enter_flags,
         })
     }
 
@@ -284,7 +298,9 @@ impl Shard {
                 return Ok(());
             }
             let situation = self.situation(now, stopped_at.map(|at| at + drain_ns));
-            let sleep = pace::plan(&situation, &self.pace, self.lateness.early(self.pace.early_cap_ns));
+            let (early, window) =
+                (self.lateness.early(self.pace.early_cap_ns), self.pace.window(self.lateness.early(u64::MAX)));
+            let sleep = pace::plan(&situation, early, window);
             self.wait(&sleep)?;
             let mut woke = self.clock.now_ns();
             // The kernel reports the number submitted rather than the timeout when this enter
@@ -302,12 +318,17 @@ impl Shard {
                 woke = self.spin_until(due, woke);
             }
             self.woke_at = woke;
+            self.wake_target = sleep.until;
             self.realtime.sync(woke);
-            // Sends first: reading responses must not delay what is due.
+            // Sends first: reading responses must not delay what is due — unless they hold the
+            // connections the due sends need (read late on purpose), then read them first.
             if stopped_at.is_none() {
                 self.dispatch(woke);
             }
             self.reap(woke);
+            if stopped_at.is_none() && self.schedule.peek().is_some_and(|d| d.intended_ns <= woke) {
+                self.dispatch(woke);
+            }
             self.publish();
         }
     }
@@ -362,6 +383,7 @@ impl Shard {
             self.enter_for(left, 1)?;
             let now = self.clock.now_ns();
             self.woke_at = now;
+            self.wake_target = now;
             self.realtime.sync(now);
             self.reap(now);
             self.publish();
@@ -457,7 +479,7 @@ impl Shard {
         if self.abs_timer {
             let ts = types::Timespec::from(self.clock.absolute(until));
             let args = types::SubmitArgs::new().timespec(&ts);
-            let r = self.ring.submitter().submit_with_args_and_flags(want, &args, io_uring::EnterFlags::ABS_TIMER);
+            let r = self.ring.submitter().submit_with_args_and_flags(want, &args, self.enter_flags);
             match r {
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.abs_timer = false,
                 r => return self.entered(r.map(|_| ())),
@@ -555,7 +577,7 @@ impl Shard {
 
     pub(super) fn send_request(&mut self, c: usize, mut f: InFlight, waited: bool) {
         let now = self.clock.now_ns();
-        let own_lag = now.saturating_sub(f.intended_ns.max(self.woke_at));
+        let own_lag = own_lag(f.intended_ns, now, self.woke_at, self.wake_target);
         f.sent_ns = now;
         let conn = &mut self.conns[c];
         conn.state = State::Busy;
@@ -1013,6 +1035,16 @@ impl Shard {
     }
 }
 
+/// The loader's own part of the lag of a send due at `intended`, sent at `sent`, by a shard
+/// that woke at `woke` from a sleep planned to end at `target`. The host's part is how late the
+/// timer fired past the later of the target and the due time; the rest — waiting on purpose
+/// (a batching window), then the shard's work before the send — is the loader's.
+fn own_lag(intended: u64, sent: u64, woke: u64, target: u64) -> u64 {
+    let lag = sent.saturating_sub(intended);
+    let host = woke.saturating_sub(target.max(intended));
+    lag.saturating_sub(host)
+}
+
 /// Whether a request that opened its own connection counts as having waited for one — so
 /// its lateness is not laid at the loader's door: it waited for the pool before it was taken,
 /// or the loader took it on time and then waited for the connect (and handshake: the target's
@@ -1042,6 +1074,19 @@ fn set_nodelay(fd: RawFd) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_lag_is_what_the_timer_does_not_explain() {
+        const US: u64 = 1_000;
+        // Woke 40 µs late for a send due at 1000: the host's 40, the loader's 5 (its work).
+        assert_eq!(own_lag(1000 * US, 1045 * US, 1040 * US, 1000 * US), 5 * US);
+        // A batching window: slept until due + 50 on purpose, woke 30 late: 55 of 85 are its own.
+        assert_eq!(own_lag(1000 * US, 1085 * US, 1080 * US, 1050 * US), 55 * US);
+        // Woke early (a completion) before the target, past the due time: all its own.
+        assert_eq!(own_lag(1000 * US, 1030 * US, 1020 * US, 1050 * US), 30 * US);
+        // Dispatched a turn later than the wake: the extra turn is its own too.
+        assert_eq!(own_lag(1000 * US, 1200 * US, 1040 * US, 1000 * US), 160 * US);
+    }
 
     #[test]
     fn every_errno_has_a_class_and_a_message_that_names_it() {

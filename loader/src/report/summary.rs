@@ -111,6 +111,10 @@ pub struct RunInfo {
     /// Connects that failed for want of a local port (`EADDRNOTAVAIL`).
     #[serde(default)]
     pub connect_no_port: u64,
+    /// Sends due within this window of each other left together (the wake-up strategy's
+    /// batching window, or `--wake-window`), µs; 0: a wake-up per send.
+    #[serde(default)]
+    pub wake_window_us: f64,
     /// Loader version.
     pub loader_version: String,
 }
@@ -710,6 +714,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             retried_on_stale_connection: rec.retried_on_stale_connection,
             abandoned: rec.abandoned,
             connect_no_port: rec.connect_no_port,
+            wake_window_us: plan.pace().batch_ns as f64 / 1000.0,
             loader_version: env!("CARGO_PKG_VERSION").to_string(),
         },
         verdict: Verdict { trusted: None, reasons: Vec::new() },

@@ -234,6 +234,14 @@ impl Plan {
         self.phases.iter().map(|p| p.start_rate.max(p.end_rate)).fold(0.0, f64::max)
     }
 
+    /// How each shard sleeps: from its share of the peak rate, or the `--wake-window` given.
+    pub fn pace(&self) -> crate::engine::pace::Pace {
+        crate::engine::pace::Pace::for_rate(
+            self.peak_rate() / self.threads.max(1) as f64,
+            self.wake_window.map(|w| w.as_nanos() as u64),
+        )
+    }
+
     /// Total planned length of the run.
     pub fn duration(&self) -> Duration {
         self.phases.last().map(|p| p.start + p.duration).unwrap_or_default()

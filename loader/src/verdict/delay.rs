@@ -47,7 +47,7 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
     let mut resolution: Option<(f64, f64)> = None;
     let runqueue_max_ms = s.probes.runqueue_us.as_ref().map(|rq| rq.max / 1000.0);
     for p in measured(s) {
-        send_lag(p, limits, share, floor, runqueue_max_ms, reasons, &mut resolution);
+        send_lag(p, limits, share, floor, runqueue_max_ms, s.run.wake_window_us, reasons, &mut resolution);
         target_waits(p, reasons);
     }
     if let Some((lag, lat)) = resolution {
@@ -60,7 +60,7 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
             format!(
                 "send lag p99 up to {lag:.2} ms (against a latency p99 of {lat:.2} ms) is this host's wake-up jitter ({}), not loader saturation: latency figures under about {:.2} ms are within it",
                 floor.evidence(),
-                (FLOOR_SLACK * floor.ms).max(lag)
+                (FLOOR_SLACK * floor.ms + (s.run.wake_window_us / 1000.0).min(floor.ms)).max(lag)
             ),
         ));
     }
@@ -117,14 +117,29 @@ pub enum Lag {
 /// (ms), its sends and how many waited for a connection, against `floor` and the share of the
 /// latency the loader may take (`Limits::loader_delay_pct` / 100). Shared with calibration,
 /// which certifies a rate only where this rule would trust it.
-pub fn judge_lag(lag: f64, own: f64, latency: f64, sent: u64, waited: u64, floor: &Floor, share: f64) -> Lag {
+///
+/// `window_ms` is the loader's batching window: sends wait up to it on purpose to share a
+/// wake-up. Up to the floor, that wait is within the host's resolution too (the engine's
+/// default never exceeds the jitter it measures); a window larger than the floor puts the
+/// loader's own lag above it.
+#[allow(clippy::too_many_arguments)]
+pub fn judge_lag(
+    lag: f64,
+    own: f64,
+    latency: f64,
+    sent: u64,
+    waited: u64,
+    floor: &Floor,
+    share: f64,
+    window_ms: f64,
+) -> Lag {
     let comparable = share < 1.0 && sent >= MIN_SENDS_FOR_P99 && waited as f64 <= WAITED_SHARE_MAX * sent as f64;
     let material = |x: f64| x >= share * latency && x >= super::floor::FLOOR_MIN_MS;
     if !comparable || !material(lag) {
         Lag::Immaterial
     } else if material(own) && own > floor.ms {
         Lag::OwnWork
-    } else if lag <= FLOOR_SLACK * floor.ms {
+    } else if lag <= FLOOR_SLACK * floor.ms + window_ms.min(floor.ms) {
         Lag::AtFloor
     } else {
         Lag::Late
@@ -137,6 +152,7 @@ fn send_lag(
     share: f64,
     floor: &Floor,
     runqueue_max_ms: Option<f64>,
+    window_us: f64,
     reasons: &mut Vec<Reason>,
     resolution: &mut Option<(f64, f64)>,
 ) {
@@ -153,16 +169,25 @@ fn send_lag(
         return;
     }
     let own = p.own_lag_ms.as_ref().map_or(lag, |o| o.p99);
-    match judge_lag(lag, own, lat, p.sent, p.waited_for_connection, floor, share) {
+    match judge_lag(lag, own, lat, p.sent, p.waited_for_connection, floor, share, window_us / 1000.0) {
         Lag::Immaterial => {}
-        Lag::OwnWork => reasons.push(reason(
-            "send_lag",
-            LOADER,
-            true,
-            own,
-            Some((share * lat).max(floor.ms)),
-            format!("{}: the loader's own work delayed its sends by {own:.2} ms (p99 of the lag after it woke for them; all lag p99 {lag:.2} ms), {:.0}% of the latency p99 ({lat:.2} ms) and above this host's wake-up jitter ({:.2} ms): the loader is a material part of the tail it reports", p.name, own / lat.max(f64::MIN_POSITIVE) * 100.0, floor.ms),
-        )),
+        Lag::OwnWork => {
+            let what = if window_us > 0.0 {
+                format!(
+                    "its own scheduling (sends wait up to {window_us:.0} µs to share a wake-up, --wake-window) and work"
+                )
+            } else {
+                "its own work".to_string()
+            };
+            reasons.push(reason(
+                "send_lag",
+                LOADER,
+                true,
+                own,
+                Some((share * lat).max(floor.ms)),
+                format!("{}: {what} delayed the loader's sends by {own:.2} ms (p99 of the lag the host's timer does not explain; all lag p99 {lag:.2} ms), {:.0}% of the latency p99 ({lat:.2} ms) and above this host's wake-up jitter ({:.2} ms): the loader is a material part of the tail it reports", p.name, own / lat.max(f64::MIN_POSITIVE) * 100.0, floor.ms),
+            ))
+        }
         Lag::AtFloor => {
             let worst = resolution.get_or_insert((lag, lat));
             if lag > worst.0 {
@@ -170,15 +195,15 @@ fn send_lag(
             }
         }
         Lag::Late => {
-        // Rare but long run-queue waits move many sends while hardly touching the run-queue
-        // p99 (one 4 ms wait delays 40 sends at 10,000/s): the longest wait tells.
-        let why = match runqueue_max_ms {
+            // Rare but long run-queue waits move many sends while hardly touching the run-queue
+            // p99 (one 4 ms wait delays 40 sends at 10,000/s): the longest wait tells.
+            let why = match runqueue_max_ms {
             Some(max) if max >= lag => format!(
                 "the shard threads' longest run-queue wait ({max:.2} ms) explains it: something else — another process, or the loader's own other threads — took their CPU when sends were due"
             ),
             _ => "neither the loader's own work nor run-queue waits explain it: the loader was not running when its sends were due (stopped, throttled, or its host paused it)".to_string(),
         };
-        reasons.push(reason(
+            reasons.push(reason(
             "send_lag",
             LOADER,
             true,
