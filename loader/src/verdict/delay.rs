@@ -45,9 +45,15 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
     let share = limits.loader_delay_pct / 100.0;
     runqueue(s, limits, share, reasons);
     let mut resolution: Option<(f64, f64)> = None;
-    let runqueue_max_ms = s.probes.runqueue_us.as_ref().map(|rq| rq.max / 1000.0);
+    let run = RunContext {
+        limits,
+        share,
+        floor,
+        runqueue_max_ms: s.probes.runqueue_us.as_ref().map(|rq| rq.max / 1000.0),
+        window_us: s.run.wake_window_us,
+    };
     for p in measured(s) {
-        send_lag(p, limits, share, floor, runqueue_max_ms, s.run.wake_window_us, reasons, &mut resolution);
+        send_lag(p, &run, reasons, &mut resolution);
         target_waits(p, reasons);
     }
     if let Some((lag, lat)) = resolution {
@@ -146,16 +152,19 @@ pub fn judge_lag(
     }
 }
 
-fn send_lag(
-    p: &PhaseSummary,
-    limits: &Limits,
+/// What the send-lag rule needs of the run beyond the phase.
+struct RunContext<'a> {
+    limits: &'a Limits,
     share: f64,
-    floor: &Floor,
+    floor: &'a Floor,
+    /// The shard threads' longest run-queue wait, ms.
     runqueue_max_ms: Option<f64>,
+    /// The batching window, µs.
     window_us: f64,
-    reasons: &mut Vec<Reason>,
-    resolution: &mut Option<(f64, f64)>,
-) {
+}
+
+fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, resolution: &mut Option<(f64, f64)>) {
+    let RunContext { limits, share, floor, runqueue_max_ms, window_us } = *run;
     let (lag, lat) = (p.send_lag_ms.p99, p.latency_ms.p99);
     if lag > limits.send_lag_p99_ms && p.late_unpooled > 0 {
         reasons.push(reason(
