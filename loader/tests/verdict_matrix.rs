@@ -10,6 +10,7 @@
 //! | two busy loops at nice −10 on the loader's core | untrusted, loader |
 //! | a cgroup CPU quota (20 % of a core) on the loader | untrusted, loader (`cgroup_throttled`) |
 //! | the loader stopped (SIGSTOP) for 300 ms mid-run | untrusted, loader |
+//! | the loader stopped for 8 ms once mid-run | trusted, note `tail_own_delay`/loader |
 //! | 25 % of SYNs dropped on the way to the target, no keep-alive | trusted, note `syn_retransmits`/network |
 //! | 2 % packet loss both ways plus 5 ms delay | trusted, note `retransmits`/network |
 //! | a slow target (capacity 40/s) driven at 100/s | trusted, notes on the target side |
@@ -44,9 +45,8 @@ use std::time::{Duration, Instant};
 
 use common::Target;
 use matrix_support::{
-    Check, Continue, CpuQuota, Firewall, LOADER_CPU, NeighbourTimeWait, NetPair, Run, Segments, Spinners, TARGET_CPU,
+    Check, Continue, CpuQuota, Firewall, LOADER_CPU, NeighbourTimeWait, NetPair, Outcome, Run, Segments, Spinners, TARGET_CPU,
     TARGET_IP, host_time_wait, on_loader_cpu, on_target_cpu, process_state, set_sysctl_in, setup, sysctl_in, try_netem,
-    wait_until,
 };
 
 /// The shape of every run unless a scenario needs otherwise: a 2 s warm-up, a 6 s measured
@@ -203,16 +203,12 @@ fn second_of(line: &str) -> Option<u32> {
     line.strip_prefix('[')?.split_once("s]")?.0.trim().parse().ok()
 }
 
-/// The loader stopped (SIGSTOP) for 300 ms, 3 s into a 6 s hold at 1 000 req/s. Run-queue
-/// delay cannot see a stopped task; the 300 sends that leave late can. Untrusted, loader side.
-#[test]
-fn a_loader_stopped_for_300ms_invalidates_on_the_loader_side() {
-    let scenario = "a_loader_stopped_for_300ms_invalidates_on_the_loader_side";
-    let Some(_serial) = setup(scenario) else { return };
+/// Stop the loader (SIGSTOP) for `pause`, 3 s into a 6 s hold at 1 000 req/s (after the
+/// `[   5s]` line: 2 s of warm-up and 3 s of the hold), and finish the run.
+fn run_with_a_stop(scenario: &str, pause: Duration) -> Option<(Outcome, Option<String>, Option<Duration>)> {
     let target = target(&[]);
     let running =
         Run::new(scenario).args(&["--url", &target.url(), "--rate", "1000", "--connections", "32"]).args(SHAPE).spawn();
-    // The line for second 5 ends 2 s of warm-up and 3 s of the hold.
     let line = running.wait_line(Duration::from_secs(40), |l| second_of(l) == Some(5));
     let mut stopped_for = None;
     if line.is_some() {
@@ -221,20 +217,55 @@ fn a_loader_stopped_for_300ms_invalidates_on_the_loader_side() {
         // SAFETY: kill(2) on our own child's pid.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0, "SIGSTOP: {}", std::io::Error::last_os_error());
         let resume = Continue(pid);
-        let seen = wait_until(Duration::from_millis(200), || process_state(pid) == Some('T'));
-        thread::sleep(Duration::from_millis(300).saturating_sub(stop.elapsed()));
+        // Seen stopped at the end of the pause (a poll before it could outlast a short one).
+        thread::sleep(pause.saturating_sub(stop.elapsed()).saturating_sub(Duration::from_micros(300)));
+        let seen = process_state(pid) == Some('T');
         drop(resume);
         stopped_for = seen.then(|| stop.elapsed());
     }
     let o = running.finish();
     if o.skip_without_ebpf() {
-        return;
+        return None;
     }
+    Some((o, line, stopped_for))
+}
+
+/// The loader stopped (SIGSTOP) for 300 ms, 3 s into a 6 s hold at 1 000 req/s. Run-queue
+/// delay cannot see a stopped task; the 300 sends that leave late can. Untrusted, loader side.
+#[test]
+fn a_loader_stopped_for_300ms_invalidates_on_the_loader_side() {
+    let scenario = "a_loader_stopped_for_300ms_invalidates_on_the_loader_side";
+    let Some(_serial) = setup(scenario) else { return };
+    let Some((o, line, stopped_for)) = run_with_a_stop(scenario, Duration::from_millis(300)) else { return };
     Check::new(&o)
         .set_up(line.is_some(), "no `[   5s]` line from --plain within 40 s: the stop was never sent")
         .set_up(stopped_for.is_some(), "the loader was never seen stopped (state T)")
         .note(format!("stopped {:?} after {:?}", stopped_for, line.unwrap_or_default()))
         .untrusted_on("loader", &[])
+        .finish();
+}
+
+/// The loader stopped for 8 ms once, mid-hold, at 1 000 req/s: eight sends of six thousand
+/// leave 1–8 ms late. The p99 (the 60th-worst sample) is untouched and no send is 10 ms late,
+/// so the run stays trusted — but the p99.9 and the max are the loader's pause, and the
+/// verdict says so (`tail_own_delay`, loader side, annotation).
+#[test]
+fn a_short_stop_is_trusted_and_named_in_the_tail_above_p99() {
+    let scenario = "a_short_stop_is_trusted_and_named_in_the_tail_above_p99";
+    let Some(_serial) = setup(scenario) else { return };
+    let Some((o, line, stopped_for)) = run_with_a_stop(scenario, Duration::from_millis(8)) else { return };
+    let lag_max = o.main_phase()["send_lag_ms"]["max"].as_f64().unwrap_or(0.0);
+    Check::new(&o)
+        .set_up(line.is_some(), "no `[   5s]` line from --plain within 40 s: the stop was never sent")
+        .set_up(stopped_for.is_some(), "the loader was never seen stopped (state T)")
+        .set_up(
+            stopped_for.is_some_and(|d| d < Duration::from_millis(10)),
+            format!("the stop lasted {stopped_for:?}, not under 10 ms"),
+        )
+        .note(format!("stopped {:?}, send lag max {lag_max} ms", stopped_for))
+        .expect(lag_max >= 5.0, format!("the stop shows in the send lag (max {lag_max} ms)"))
+        .trusted()
+        .annotated_on("loader", &["tail_own_delay"])
         .finish();
 }
 

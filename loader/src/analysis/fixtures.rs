@@ -41,7 +41,7 @@ pub fn phase(name: &str, offered: f64, ok_rps: f64, duration_s: f64) -> PhaseSum
         "waited_for_connection": 0,
         "latency_ms": l,
         "service_ms": l,
-        "send_lag_ms": SendLagMs { p50: 0.01, p99: 0.05, max: 0.2 },
+        "send_lag_ms": SendLagMs { p50: 0.01, p99: 0.05, p999: 0.1, max: 0.2 },
         "passed": null,
         "fail_reasons": [],
     }))

@@ -173,6 +173,9 @@ pub struct SendLagMs {
     pub p50: f64,
     /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile (0 in summaries written before it was kept).
+    #[serde(default)]
+    pub p999: f64,
     /// Largest value.
     pub max: f64,
 }
@@ -586,7 +589,7 @@ fn latency(h: &Histogram<u64>) -> LatencyMs {
 
 fn send_lag(h: &Histogram<u64>) -> SendLagMs {
     let q = |q: f64| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(q)) };
-    SendLagMs { p50: q(0.5), p99: q(0.99), max: if h.is_empty() { 0.0 } else { ms(h.max()) } }
+    SendLagMs { p50: q(0.5), p99: q(0.99), p999: q(0.999), max: if h.is_empty() { 0.0 } else { ms(h.max()) } }
 }
 
 fn tls(t: &TlsRecord) -> TlsSummary {

@@ -12,6 +12,10 @@
 //!   (`host_resolution`), saying which latencies lie within it;
 //! - lag beyond the floor that neither own work nor run-queue delay explains: the loader was
 //!   not running when its sends were due — invalidates (`send_lag`).
+//!
+//! Above p99 the same comparison annotates: when the loader's own delays are a material part
+//! of a phase's latency p99.9 (a neighbour took the CPU a few times, a short pause), the p99
+//! still holds but the figures above it are partly the loader's (`tail_own_delay`).
 
 use super::floor::Floor;
 use super::{LOADER, Limits, TARGET, reason};
@@ -71,6 +75,7 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
         ));
     }
     late_sends(s, limits, reasons);
+    tail(s, limits, share, reasons);
 }
 
 fn runqueue(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
@@ -278,6 +283,46 @@ fn late_sends(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
         format!(
             "{late} requests ({pct:.3} % of sends; in {}) left more than 10 ms late while a connection was free: {why}",
             phases.join(", ")
+        ),
+    ));
+}
+
+/// Delays that reach the tail above p99 but not the p99: the worst measured phase where send
+/// lag p99.9 is a material share of latency p99.9 and some send was at least
+/// `Limits::runqueue_p99_ms` late (below that the tail is timer jitter). An annotation: the
+/// quoted p99 holds, the figures above it are not the target's alone. Nothing to add when a
+/// reason already invalidates the run for the loader's delays.
+fn tail(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
+    if share >= 1.0 || reasons.iter().any(|r| r.invalidates && matches!(r.code.as_str(), "send_lag" | "runqueue_delay" | "late_sends")) {
+        return;
+    }
+    let worst = measured(s)
+        .filter(|p| p.sent >= MIN_SENDS_FOR_P99 && p.latency_ms.p999 > 0.0)
+        .filter(|p| p.send_lag_ms.max >= limits.runqueue_p99_ms && p.send_lag_ms.p999 >= share * p.latency_ms.p999)
+        .max_by(|a, b| (a.send_lag_ms.p999 / a.latency_ms.p999).total_cmp(&(b.send_lag_ms.p999 / b.latency_ms.p999)));
+    let Some(p) = worst else { return };
+    let (lag, lat) = (&p.send_lag_ms, &p.latency_ms);
+    let why = match s.probes.runqueue_us.as_ref().map(|rq| rq.max / 1000.0) {
+        Some(max) if max >= limits.runqueue_p99_ms => {
+            format!("something else took the loader's CPU a few times (longest run-queue wait {max:.2} ms)")
+        }
+        _ => "the host paused the loader a few times".to_string(),
+    };
+    reasons.push(reason(
+        "tail_own_delay",
+        LOADER,
+        false,
+        lag.p999,
+        Some(share * lat.p999),
+        format!(
+            "{}: the loader's sends were late by up to {:.2} ms (send lag p99.9 {:.2} ms, {:.0}% of the latency p99.9 of {:.2} ms): the p99 and below hold, the figures above p99 (p99.9 {:.2} ms, max {:.2} ms) are partly the loader's own delay — {why}",
+            p.name,
+            lag.max,
+            lag.p999,
+            lag.p999 / lat.p999 * 100.0,
+            lat.p999,
+            lat.p999,
+            lat.max
         ),
     ));
 }

@@ -42,22 +42,25 @@ pub struct Floor {
     /// The run's own timer wake-ups' p99, ms, if they count (enough of them, not explained
     /// by run-queue delay).
     pub run_ms: Option<f64>,
+    /// The run's own wake-ups were measured but run-queue delay explained them (so they are
+    /// contention, judged by the run-queue rule, not the host's timer).
+    pub run_contended: bool,
 }
 
 impl Floor {
     /// The floor of the run `s`.
     pub fn of(s: &Summary) -> Floor {
         let preflight_ms = s.preflight.as_ref().filter(|p| p.wakeups > 0).map(|p| p.late_p99_us / 1000.0);
-        let run_ms = s.loader.wake_late_us.as_ref().filter(|w| w.count >= MIN_WAKEUPS).map(|w| w.p99 / 1000.0).filter(
-            // Probes say whether the shards waited for a CPU: lateness they explain is
-            // contention, not the timer.
-            |&wake| s.probes.runqueue_us.as_ref().is_none_or(|rq| rq.p99 / 1000.0 < wake / 2.0),
-        );
+        let wake_ms = s.loader.wake_late_us.as_ref().filter(|w| w.count >= MIN_WAKEUPS).map(|w| w.p99 / 1000.0);
+        // Probes say whether the shards waited for a CPU: lateness they explain is
+        // contention, not the timer.
+        let run_ms = wake_ms.filter(|&wake| s.probes.runqueue_us.as_ref().is_none_or(|rq| rq.p99 / 1000.0 < wake / 2.0));
+        let run_contended = wake_ms.is_some() && run_ms.is_none();
         let ms = match preflight_ms.into_iter().chain(run_ms).reduce(f64::max) {
             Some(measured) => measured.clamp(FLOOR_MIN_MS, FLOOR_MAX_MS),
             None => FLOOR_UNMEASURED_MS,
         };
-        Floor { ms, preflight_ms, run_ms }
+        Floor { ms, preflight_ms, run_ms, run_contended }
     }
 
     /// How the floor was measured, for a reason's sentence.
@@ -68,6 +71,9 @@ impl Floor {
             }
             (Some(p), None) => format!("pre-flight p99 {:.0} µs", p * 1e3),
             (None, Some(r)) => format!("the run's own wake-ups p99 {:.0} µs", r * 1e3),
+            (None, None) if self.run_contended => format!(
+                "not measured (no pre-flight; the run's own wake-ups waited for a CPU, which is contention, not the timer); taken as {FLOOR_UNMEASURED_MS} ms"
+            ),
             (None, None) => {
                 format!("not measured (no pre-flight, no timer wake-up); taken as {FLOOR_UNMEASURED_MS} ms")
             }
@@ -102,8 +108,11 @@ mod tests {
     fn lateness_that_run_queue_delay_explains_is_not_the_hosts_floor() {
         // A hog on the loader's CPU: the shards woke 18 ms late because they waited 17 ms to run.
         let f = Floor::of(&summary(Some(100.0), Some(18_000.0), Some(17_000.0)));
-        assert_eq!((f.ms, f.run_ms), (0.1, None));
+        assert_eq!((f.ms, f.run_ms, f.run_contended), (0.1, None, true));
         assert!(f.evidence().contains("pre-flight p99 100 µs"), "{}", f.evidence());
+        let f = Floor::of(&summary(None, Some(18_000.0), Some(17_000.0)));
+        assert_eq!(f.ms, FLOOR_UNMEASURED_MS);
+        assert!(f.evidence().contains("waited for a CPU"), "{}", f.evidence());
         // Without probes the run's figure counts (it cannot be told from contention, but the
         // cap still keeps a stopped or throttled loader out of the floor).
         let f = Floor::of(&summary(Some(100.0), Some(300.0), None));

@@ -50,7 +50,7 @@ pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
     let floor = floor::Floor::of(s);
     machine::judge(s, limits, &mut reasons);
     delay::judge(s, limits, &floor, &mut reasons);
-    evidence::judge(s, &mut reasons);
+    evidence::judge(s, limits, &mut reasons);
     machine::judge_capacity(s, limits, &mut reasons);
     let trusted = !reasons.iter().any(|r| r.invalidates);
     Verdict { trusted: Some(trusted), reasons }

@@ -264,9 +264,9 @@ impl Hogs {
         Hogs::start(Some(cpu), count, -10)
     }
 
-    /// `count` shells at nice 0 wherever the scheduler puts them (an ordinary busy neighbour).
-    pub fn anywhere(count: usize) -> Hogs {
-        Hogs::start(None, count, 0)
+    /// `count` shells at `nice` wherever the scheduler puts them (a busy neighbour).
+    pub fn anywhere(count: usize, nice: i32) -> Hogs {
+        Hogs::start(None, count, nice)
     }
 
     fn start(cpu: Option<usize>, count: usize, nice: i32) -> Hogs {
