@@ -12,7 +12,7 @@ Subcommands:
   table FILE             print the final markdown table from the results TSV
 
 Fixed-rate mode (bench/run.sh --mode fixed):
-  fixed TOOL PATH        parse one run of TOOL (wrk2, oha, vegeta, k6, loader, loader-probes)
+  fixed TOOL PATH        parse one run of TOOL (wrk2, oha, vegeta, k6, loader, loader-probes, loader-window)
                          -> "achieved_rps answered p50_ms p99_ms verdict send_lag_p99_ms dropped"
                          ("-" where the tool has no such figure; dropped: k6's dropped_iterations)
   fixed-table FILE       print the fixed-rate markdown tables from the results TSV
@@ -175,6 +175,7 @@ CO_CORRECTED = {
     "k6": "no: from the actual send",
     "loader": "yes",
     "loader-probes": "yes",
+    "loader-window": "yes",
 }
 
 
@@ -280,6 +281,7 @@ FIXED_PARSERS = {
     "k6": parse_k6,
     "loader": parse_loader_fixed,
     "loader-probes": parse_loader_fixed,
+    "loader-window": parse_loader_fixed,
 }
 
 FIXED_COLUMNS = ["rate", "round", "tool", "achieved_rps", "answered", "cpu_s", "wall_s",

@@ -28,7 +28,9 @@ usage: bench/run.sh [--mode max|fixed] [--rounds N] [--duration SECONDS] [--conn
 --mode max (the default): wrk and oha closed loop at their maximum rate, the loader open loop
 at wrk's rate (or --rate). Tools: wrk, oha, loader (--no-probes), loader-probes (root only).
 --mode fixed: every tool open loop at each of --rates. Tools: wrk2, oha, vegeta, k6,
-loader-probes (root; without root loader stands in), loader (--no-probes, on request).
+loader-probes (root; without root loader stands in), loader (--no-probes, on request),
+loader-window (probes and --wake-window 1ms: sends batched within wrk2's own 1 ms budget,
+on request — the equal-lag comparison; its verdict flags the window's lag).
 
 Environment (flags win): MODE (max), ROUNDS (3), DURATION (10; 20 in fixed mode),
 CONNECTIONS (64), LOADER_RATE (wrk's rate this round), RATES (1000,10000,40000),
@@ -173,9 +175,9 @@ for tool in "${wanted[@]}"; do
     if [[ $mode == fixed ]]; then
         case $tool in
             wrk2 | oha | vegeta | k6) enable_fixed "$tool"; continue ;;
-            loader | loader-probes) ;;
+            loader | loader-probes | loader-window) ;;
             wrk) die "wrk is closed loop, it has no rate to fix: --mode fixed runs wrk2, its open-loop fork" ;;
-            *) die "unknown tool '$tool' for --mode fixed (known: wrk2, oha, vegeta, k6, loader, loader-probes)" ;;
+            *) die "unknown tool '$tool' for --mode fixed (known: wrk2, oha, vegeta, k6, loader, loader-probes, loader-window)" ;;
         esac
     fi
     case $tool in
@@ -185,10 +187,10 @@ for tool in "${wanted[@]}"; do
         loader)
             if [[ -x $loader_bin ]]; then enabled[loader]=1
             else echo "skip: loader — $loader_bin not found (cargo build --release -p loader)"; fi ;;
-        loader-probes)
-            if [[ ! -x $loader_bin ]]; then echo "skip: loader-probes — $loader_bin not found"
-            elif ((EUID != 0)); then echo "skip: loader-probes — loading eBPF probes needs root"
-            else enabled[loader-probes]=1; fi ;;
+        loader-probes | loader-window)
+            if [[ ! -x $loader_bin ]]; then echo "skip: $tool — $loader_bin not found"
+            elif ((EUID != 0)); then echo "skip: $tool — loading eBPF probes needs root"
+            else enabled[$tool]=1; fi ;;
         wrk2 | vegeta | k6) die "$tool runs only in --mode fixed (bench/run.sh --mode fixed --tools $tool)" ;;
         *) die "unknown tool '$tool' (known: wrk, oha, loader, loader-probes; --mode fixed: wrk2, oha, vegeta, k6)" ;;
     esac

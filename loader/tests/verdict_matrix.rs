@@ -45,8 +45,9 @@ use std::time::{Duration, Instant};
 
 use common::Target;
 use matrix_support::{
-    Check, Continue, CpuQuota, Firewall, LOADER_CPU, NeighbourTimeWait, NetPair, Outcome, Run, Segments, Spinners, TARGET_CPU,
-    TARGET_IP, host_time_wait, on_loader_cpu, on_target_cpu, process_state, set_sysctl_in, setup, sysctl_in, try_netem,
+    Check, Continue, CpuQuota, Firewall, LOADER_CPU, NeighbourTimeWait, NetPair, Outcome, Run, Segments, Spinners,
+    TARGET_CPU, TARGET_IP, host_time_wait, on_loader_cpu, on_target_cpu, process_state, set_sysctl_in, setup,
+    sysctl_in, try_netem,
 };
 
 /// The shape of every run unless a scenario needs otherwise: a 2 s warm-up, a 6 s measured

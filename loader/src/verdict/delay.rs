@@ -293,7 +293,11 @@ fn late_sends(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
 /// quoted p99 holds, the figures above it are not the target's alone. Nothing to add when a
 /// reason already invalidates the run for the loader's delays.
 fn tail(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
-    if share >= 1.0 || reasons.iter().any(|r| r.invalidates && matches!(r.code.as_str(), "send_lag" | "runqueue_delay" | "late_sends")) {
+    if share >= 1.0
+        || reasons
+            .iter()
+            .any(|r| r.invalidates && matches!(r.code.as_str(), "send_lag" | "runqueue_delay" | "late_sends"))
+    {
         return;
     }
     let worst = measured(s)

@@ -54,7 +54,8 @@ impl Floor {
         let wake_ms = s.loader.wake_late_us.as_ref().filter(|w| w.count >= MIN_WAKEUPS).map(|w| w.p99 / 1000.0);
         // Probes say whether the shards waited for a CPU: lateness they explain is
         // contention, not the timer.
-        let run_ms = wake_ms.filter(|&wake| s.probes.runqueue_us.as_ref().is_none_or(|rq| rq.p99 / 1000.0 < wake / 2.0));
+        let run_ms =
+            wake_ms.filter(|&wake| s.probes.runqueue_us.as_ref().is_none_or(|rq| rq.p99 / 1000.0 < wake / 2.0));
         let run_contended = wake_ms.is_some() && run_ms.is_none();
         let ms = match preflight_ms.into_iter().chain(run_ms).reduce(f64::max) {
             Some(measured) => measured.clamp(FLOOR_MIN_MS, FLOOR_MAX_MS),

@@ -286,7 +286,8 @@ fn lost_probe_events_annotate_and_invalidate_when_they_could_hide_a_rule() {
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["probe_events_lost"]));
     s.probes.lost = Some(600);
-    s.probes.time_wait = Some(crate::report::summary::TimeWait { entries: 9_000, max_live: 4_500, host_max_live: None });
+    s.probes.time_wait =
+        Some(crate::report::summary::TimeWait { entries: 9_000, max_live: 4_500, host_max_live: None });
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["probe_events_lost"]));
     assert!(v.reasons[0].detail.contains("sockets"), "{}", v.reasons[0].detail);
