@@ -224,6 +224,12 @@ impl Finding {
     }
 }
 
+/// The highest rate the loader sent in the stepped passes without being at fault itself
+/// (passing steps and steps the target or network failed).
+pub fn highest_on_time(calls: &[StepCall]) -> Option<f64> {
+    calls.iter().filter(|c| c.side != Side::Loader).map(|c| c.figures.sent_rps).reduce(f64::max)
+}
+
 /// What the loader sustained on its own schedule while the target was saturated: of the
 /// saturation holds (all offered above the target's capacity) those where the loader was
 /// not at fault, the one with the median ok/s; `None` when the loader was at fault in all.
@@ -431,6 +437,19 @@ mod tests {
             ..on_time(20_000.0)
         };
         assert_eq!(judge_step(&f, 1.0).side, Side::Ok);
+    }
+
+    #[test]
+    fn the_open_loop_evidence_is_the_highest_rate_sent_without_the_loaders_fault() {
+        let target_failed = StepFigures { late_pooled: 3000, ok_rps: 1100.0, ..on_time(1500.0) };
+        let loader_failed = StepFigures { cpu_p95: Some(97.0), ..on_time(1800.0) };
+        let calls: Vec<_> = [on_time(1000.0), on_time(1250.0), target_failed, loader_failed]
+            .iter()
+            .map(|f| judge_step(f, 1.0))
+            .collect();
+        assert_eq!(calls.iter().map(|c| c.side).collect::<Vec<_>>(), [Side::Ok, Side::Ok, Side::Target, Side::Loader]);
+        assert_eq!(highest_on_time(&calls), Some(1500.0));
+        assert_eq!(highest_on_time(&calls[3..]), None);
     }
 
     #[test]
