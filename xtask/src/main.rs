@@ -109,8 +109,9 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
     // The release build: the end-to-end tests judge the real binary's verdict at tens of
     // thousands of requests per second and calibrate it; an unoptimised engine would saturate
     // itself and turn clean runs untrusted.
+    // Every test binary runs even after one fails, so one CI run shows every failure.
     let status = cargo_test
-        .args(["test", "--workspace", "--release"])
+        .args(["test", "--workspace", "--release", "--no-fail-fast"])
         .args(args)
         .current_dir(&cmd::workspace_root())
         .status()?;
