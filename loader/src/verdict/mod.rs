@@ -28,6 +28,7 @@ mod machine;
 use crate::report::summary::{Reason, Summary, Verdict};
 
 pub use delay::{ISOLATED_LATE_SENDS, Lag, MATERIAL_DELAY_FLOOR_MS, judge_lag};
+pub use machine::CPU_SATURATED_PCT;
 
 /// Limits the evidence is held against: DESIGN.md's defaults, overridden by a scenario's
 /// `[verdict]` (the same type: scenario validates it, the verdict reads it).
@@ -50,6 +51,7 @@ pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
     let floor = floor::Floor::of(s);
     machine::judge(s, limits, &mut reasons);
     delay::judge(s, limits, &floor, &mut reasons);
+    machine::cpu(s, limits, &mut reasons);
     evidence::judge(s, limits, &mut reasons);
     machine::judge_capacity(s, limits, &mut reasons);
     let trusted = !reasons.iter().any(|r| r.invalidates);
