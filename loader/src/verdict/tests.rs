@@ -119,6 +119,21 @@ fn the_loaders_own_work_delaying_its_sends_invalidates() {
 }
 
 #[test]
+fn the_default_batching_window_a_little_above_the_runs_jitter_is_at_the_floor() {
+    // CI, clean 30,000 req/s: the adaptive window at its 100 µs bound, the run's own wake-ups
+    // 80 µs late at p99: own lag p99 0.10 ms, all lag 0.16 ms, latency p99 0.29 ms.
+    let mut s = lagging(big_clean(), 0.156, 0.10, 0.292);
+    s.loader.wake_late_us =
+        Some(crate::report::summary::WakeLateUs { p50: 38.0, p90: 54.0, p99: 80.0, max: 12_687.0, count: 58_135 });
+    s.run.wake_window_us = 100.0;
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["host_resolution"]));
+    // Own work twice the jitter is the loader's.
+    let s2 = lagging(s.clone(), 0.3, 0.2, 0.4);
+    assert_eq!(judge(&s2, &Limits::default()).trusted, Some(false));
+}
+
+#[test]
 fn lag_at_the_hosts_wake_up_jitter_is_a_resolution_note_not_saturation() {
     // Issue 9's clean 500/s run: send lag p99 0.30 ms inside a latency p99 of 0.58 ms, all of
     // it wake-up lateness (own work 0.01 ms), on a host whose sleeps wake 0.25 ms late (p99).
