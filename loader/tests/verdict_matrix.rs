@@ -43,11 +43,10 @@ mod matrix_support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Target;
+use common::{Hogs, Target};
 use matrix_support::{
-    Check, Continue, CpuQuota, Firewall, LOADER_CPU, NeighbourTimeWait, NetPair, Outcome, Run, Segments, Spinners,
-    TARGET_CPU, TARGET_IP, host_time_wait, on_loader_cpu, on_target_cpu, process_state, set_sysctl_in, setup,
-    sysctl_in, try_netem,
+    Check, Continue, CpuQuota, Firewall, LOADER_CPU, NeighbourTimeWait, NetPair, Outcome, Run, Segments, TARGET_CPU,
+    TARGET_IP, host_time_wait, on_loader_cpu, on_target_cpu, process_state, set_sysctl_in, setup, sysctl_in, try_netem,
 };
 
 /// The shape of every run unless a scenario needs otherwise: a 2 s warm-up, a 6 s measured
@@ -133,7 +132,7 @@ fn a_busy_neighbour_on_the_targets_core_is_not_the_loaders_fault() {
     let scenario = "a_busy_neighbour_on_the_targets_core_is_not_the_loaders_fault";
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
-    let mut spinner = Spinners::start(TARGET_CPU, 1, 0);
+    let mut spinner = Hogs::pinned(TARGET_CPU, 1, 0);
     let o =
         Run::new(scenario).args(&["--url", &target.url(), "--rate", "1000", "--connections", "32"]).args(SHAPE).run();
     let alive = spinner.alive();
@@ -156,7 +155,7 @@ fn a_cpu_hog_on_the_loaders_core_invalidates_on_the_loader_side() {
     let scenario = "a_cpu_hog_on_the_loaders_core_invalidates_on_the_loader_side";
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
-    let mut hogs = Spinners::start(LOADER_CPU, 2, -10);
+    let mut hogs = Hogs::pinned(LOADER_CPU, 2, -10);
     let o =
         Run::new(scenario).args(&["--url", &target.url(), "--rate", "1000", "--connections", "32"]).args(SHAPE).run();
     let alive = hogs.alive();

@@ -269,6 +269,16 @@ impl Hogs {
         Hogs::start(None, count, nice)
     }
 
+    /// `count` shells spinning on `cpu` at `nice`.
+    pub fn pinned(cpu: usize, count: usize, nice: i32) -> Hogs {
+        Hogs::start(Some(cpu), count, nice)
+    }
+
+    /// All still running (none died on us).
+    pub fn alive(&mut self) -> bool {
+        self.0.iter_mut().all(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     fn start(cpu: Option<usize>, count: usize, nice: i32) -> Hogs {
         let hogs = (0..count)
             .map(|_| {

@@ -646,53 +646,6 @@ impl<'a> Check<'a> {
 // ---------------------------------------------------------------------------------------
 // Faults, each undone on drop
 
-/// Busy loops (`sh -c 'while :; do :; done'`) pinned to one CPU at a given nice; killed on
-/// drop.
-pub struct Spinners(Vec<Child>);
-
-impl Spinners {
-    pub fn start(cpu: usize, count: usize, nice: i32) -> Spinners {
-        let children = (0..count)
-            .map(|_| {
-                let mut command = Command::new("sh");
-                command.args(["-c", "while :; do :; done"]).stdin(Stdio::null());
-                // SAFETY: sched_setaffinity and setpriority are async-signal-safe system calls;
-                // nothing else runs between fork and exec.
-                unsafe {
-                    command.pre_exec(move || {
-                        let mut set: libc::cpu_set_t = std::mem::zeroed();
-                        libc::CPU_SET(cpu, &mut set);
-                        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        Ok(())
-                    })
-                };
-                command.spawn().expect("spawn a busy loop")
-            })
-            .collect();
-        thread::sleep(Duration::from_millis(100));
-        Spinners(children)
-    }
-
-    /// All still running (none died on us).
-    pub fn alive(&mut self) -> bool {
-        self.0.iter_mut().all(|c| matches!(c.try_wait(), Ok(None)))
-    }
-}
-
-impl Drop for Spinners {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// Host-wide TCP sockets in TIME_WAIT (`/proc/net/sockstat`, `tw`), in this network namespace.
 pub fn host_time_wait() -> u64 {
     let text = std::fs::read_to_string("/proc/net/sockstat").expect("/proc/net/sockstat");
