@@ -18,7 +18,7 @@
 ///
 /// The kernel side cannot use these constants (the `#[map]` and `#[tracepoint]` macros take
 /// the static's / function's own name), so each kernel item carries the same identifier and
-/// a comment pointing here; `loader/tests/probes.rs` proves they match by loading the object.
+/// a comment pointing here; `tests/probes.rs` proves they match by loading the object.
 pub mod names {
     /// The TCP state-transition program (`sock:inet_sock_set_state`); also records connect
     /// latency (SYN_SENT → ESTABLISHED) and keeps [`LOADER_SOCKS`] for every other socket probe.

@@ -7,8 +7,6 @@
 //! Every wait is bounded in count and time. Traffic goes to 127.0.0.0/8 or stays inside
 //! network namespaces the scenario creates and deletes.
 
-#![allow(dead_code)] // each scenario uses its own subset
-
 use std::ffi::CString;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -122,7 +120,7 @@ impl Run {
     pub fn new(scenario: &str) -> Run {
         Run {
             scenario: scenario.into(),
-            binary: PathBuf::from(env!("CARGO_BIN_EXE_loader")),
+            binary: PathBuf::from(common::loader_bin()),
             prefix: on_loader_cpu(),
             args: Vec::new(),
             cgroup_procs: None,
@@ -632,7 +630,7 @@ impl<'a> Check<'a> {
             result,
         );
         eprintln!("{row}");
-        let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("verdict-matrix.txt");
+        let file = PathBuf::from(common::tmp_dir()).join("verdict-matrix.txt");
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&file) {
             let _ = writeln!(f, "{row}");
         }
@@ -959,7 +957,7 @@ pub fn try_netem(ns: &common::Netns, args: &[&str]) -> Result<(), String> {
 /// A copy of `binary` stripped of its symbol table (`strip -o`), in the target tmp dir.
 pub fn stripped_copy(binary: &Path) -> PathBuf {
     require_tool("strip", "binutils", "strip a copy of the loader");
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("matrix");
+    let dir = PathBuf::from(common::tmp_dir()).join("matrix");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let out = dir.join("loader-stripped");
     let _ = std::fs::remove_file(&out);

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::common;
 
 /// The server script, next to this test.
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/hostile_server.py");
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/hostile_server.py");
 
 /// A running `hostile_server.py`, killed on drop. Its stderr (tracebacks, if any) goes to a
 /// file, quoted in failure messages.

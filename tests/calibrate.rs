@@ -7,7 +7,7 @@
 //! calibrations in a row agree within ±15 %. Each test is bounded by short holds and
 //! `--max-rate` or the emergency stop. They need root for the probes only where noted.
 
-mod common;
+use loader_tests::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn calibrate(args: &[&str], env: &[(&str, &Path)], limit: Duration) -> Output {
-    let child = Command::new(env!("CARGO_BIN_EXE_loader"))
+    let child = Command::new(common::loader_bin())
         .arg("calibrate")
         .args(args)
         .arg("--plain")

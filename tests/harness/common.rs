@@ -1,16 +1,70 @@
 //! Shared by the end-to-end tests: a `loader target` child that is killed on drop, and
 //! `loader run` invocations with their summary read back. Every wait is bounded.
 
-#![allow(dead_code)] // each test binary uses its own subset
-
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{OnceLock, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// The `loader` binary under test, built (or found fresh) once per test process.
+///
+/// The suites are a crate of their own, so Cargo's `CARGO_BIN_EXE_loader` is not set for
+/// them; instead this runs `cargo build -p loader --bin loader` with the profile the suite was
+/// built with (a no-op when it is fresh) and returns `<target>/<profile>/loader`.
+/// `LOADER_BIN` overrides it (an installed or stripped binary).
+pub fn loader_bin() -> &'static str {
+    static BIN: OnceLock<String> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(bin) = std::env::var("LOADER_BIN") {
+            return bin;
+        }
+        let profile_dir = profile_dir();
+        let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        build.args(["build", "--quiet", "-p", "loader", "--bin", "loader"]);
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => {}
+            Some("release") => {
+                build.arg("--release");
+            }
+            Some(other) => {
+                build.args(["--profile", other]);
+            }
+            None => panic!("no profile directory above the test binary"),
+        }
+        let target_dir = profile_dir.parent().expect("a target directory above the profile's");
+        let status = build
+            .env("CARGO_TARGET_DIR", target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the loader binary failed: {status}");
+        let bin = profile_dir.join("loader");
+        assert!(bin.is_file(), "{} is missing after the build", bin.display());
+        bin.to_str().expect("a UTF-8 target path").to_owned()
+    })
+}
+
+/// Scratch space for the suites' output: `<target>/tmp` (what `CARGO_TARGET_TMPDIR` is for
+/// a package's own integration tests).
+pub fn tmp_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = profile_dir().parent().expect("a target directory").join("tmp");
+        std::fs::create_dir_all(&dir).expect("create the target's tmp directory");
+        dir
+    })
+}
+
+/// `<target>/<profile>`: the test binary lives in its `deps/`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("the test binary's directory");
+    deps.parent().expect("a profile directory above deps/").to_path_buf()
+}
 
 /// Upper bound on waiting for a child to start.
 pub const PATIENCE: Duration = Duration::from_secs(10);
@@ -66,7 +120,7 @@ impl Drop for Target {
 
 /// A fresh output directory under the target dir, unique per test.
 pub fn out_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("runs").join(name);
+    let dir = PathBuf::from(tmp_dir()).join("runs").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -114,9 +168,9 @@ pub fn is_root() -> bool {
 /// target); waits for its listening line like [`Target::start`].
 pub fn target_via(prefix: &[&str], listen: &str, flags: &[&str]) -> Target {
     let spawned = Instant::now();
-    let mut command = Command::new(prefix.first().copied().unwrap_or(env!("CARGO_BIN_EXE_loader")));
+    let mut command = Command::new(prefix.first().copied().unwrap_or(loader_bin()));
     if !prefix.is_empty() {
-        command.args(&prefix[1..]).arg(env!("CARGO_BIN_EXE_loader"));
+        command.args(&prefix[1..]).arg(loader_bin());
     }
     let mut child = command
         .args(["target", "--listen", listen])
@@ -167,9 +221,9 @@ pub fn loader_run_via(
     out: &std::path::Path,
     limit: Duration,
 ) -> (Output, Option<serde_json::Value>) {
-    let mut command = Command::new(prefix.first().copied().unwrap_or(env!("CARGO_BIN_EXE_loader")));
+    let mut command = Command::new(prefix.first().copied().unwrap_or(loader_bin()));
     if !prefix.is_empty() {
-        command.args(&prefix[1..]).arg(env!("CARGO_BIN_EXE_loader"));
+        command.args(&prefix[1..]).arg(loader_bin());
     }
     // One load run at a time per test binary: on a 2-core machine two runs side by side
     // would make each other late, and the verdict would rightly say so.

@@ -15,12 +15,12 @@
 //! run (exit, counts, classes, send lag, loader stderr). Runs are short (2 s at ≤ 100 req/s)
 //! and need no root (`--no-probes`).
 
-mod common;
-mod hostile_support;
+use loader_tests::common;
+use loader_tests::hostile;
 
 use std::time::Duration;
 
-use hostile_support::{HostileServer, Run};
+use hostile::{HostileServer, Run};
 
 /// Error classes a phase may report (`phases[].errors` keys).
 const KNOWN_CLASSES: &[&str] = &[

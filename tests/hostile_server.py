@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A hostile HTTP/1.1 server for loader's end-to-end tests (loader/tests/hostile.rs).
+"""A hostile HTTP/1.1 server for loader's end-to-end tests (tests/hostile.rs).
 
 Stdlib only (Python 3.11). Listens on 127.0.0.1 port 0, prints one line
 `listening 127.0.0.1:PORT` on stdout, then serves keep-alive connections. Every request

@@ -1,7 +1,7 @@
 //! `loader run` against a real nginx (from apt) on 127.0.0.1: chunked bodies, and the
 //! server closing keep-alive connections with `Connection: close` every N requests.
 
-mod common;
+use loader_tests::common;
 
 use std::net::TcpListener;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! give exit 1 and one line naming `file:line:column` and the key; a small stepped file runs
 //! against `loader target` with its ramp and hold phases tagged apart.
 
-mod common;
+use loader_tests::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -42,11 +42,11 @@ fn every_documented_example_parses_and_plans() {
 
 /// Run `loader run FILE` on a bad file: exit 1, one stderr line.
 fn bad_file(name: &str, text: &str) -> String {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bad-scenarios");
+    let dir = PathBuf::from(common::tmp_dir()).join("bad-scenarios");
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write scenario");
-    let child = Command::new(env!("CARGO_BIN_EXE_loader"))
+    let child = Command::new(common::loader_bin())
         .arg("run")
         .arg(&path)
         .args(["--no-probes", "--plain"])

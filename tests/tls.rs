@@ -2,7 +2,7 @@
 //!
 //! Each run is short and bounded; the target is a child process killed on drop.
 
-mod common;
+use loader_tests::common;
 
 use std::time::Duration;
 
@@ -147,7 +147,7 @@ fn tls_flags_are_checked_and_named() {
     ] {
         assert_flag_error(&args, key, &out);
     }
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
+    let output = std::process::Command::new(common::loader_bin())
         .args(["target", "--listen", "127.0.0.1:0", "--write-cert", "/tmp/x.pem"])
         .output()
         .unwrap();

@@ -2,7 +2,7 @@
 //! --delay D`, capacity N/D), a stepped run finds the knee within one step of that capacity,
 //! in every one of 3 repeats, at several N/D pairs.
 
-mod common;
+use loader_tests::common;
 
 use std::time::Duration;
 

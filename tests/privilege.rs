@@ -4,7 +4,7 @@
 //! throwaway system user (`loadertest`, created here if missing and then deleted by a guard)
 //! against `loader target` on 127.0.0.1. Needs root; skips without it, except under CI.
 
-mod common;
+use loader_tests::common;
 
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! Assertions are about what the run must get *right* (counts, classes, where latency is
 //! measured from), never about how fast this machine is.
 
-mod common;
+use loader_tests::common;
 
 use std::time::Duration;
 
@@ -181,7 +181,7 @@ fn bad_input_is_one_line_and_exit_1() {
 fn interrupt_writes_partial_results_and_exits_130() {
     let target = Target::start(&[]);
     let out = out_dir("interrupt");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
+    let child = std::process::Command::new(common::loader_bin())
         .args(["run", "--url", &target.url(), "--rate", "200", "--duration", "20s", "--no-probes", "--plain"])
         .args(["--preflight", "0s", "--out"])
         .arg(&out)
@@ -225,7 +225,7 @@ fn assert_accounted(s: &serde_json::Value) {
 fn requests_in_flight_at_an_interrupt_are_aborted_and_recorded() {
     let target = Target::start(&["--delay", "5s"]);
     let out = out_dir("interrupt-in-flight");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
+    let child = std::process::Command::new(common::loader_bin())
         .args(["run", "--url", &target.url(), "--rate", "50", "--duration", "10s", "--no-probes", "--plain"])
         .args(["--connections", "200", "--timeout", "30s", "--preflight", "0s", "--no-emergency-stop", "--out"])
         .arg(&out)
@@ -290,7 +290,7 @@ fn ipv6_loopback_targets_work() {
         eprintln!("skipped: this host has no ::1");
         return;
     };
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_loader"))
+    let mut child = std::process::Command::new(common::loader_bin())
         .args(["target", "--listen", &format!("[::1]:{port}")])
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -13,7 +13,7 @@
 //! either the test says why and passes, except under CI (`CI=true`), which runs as root,
 //! builds with `LOADER_EBPF=require` and must never skip it.
 
-mod common;
+use loader_tests::common;
 
 use std::{
     collections::BTreeMap,

@@ -2,7 +2,7 @@
 //!
 //! Every wait is bounded; every child process is killed when its test ends, pass or fail.
 
-mod common;
+use loader_tests::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -85,7 +85,7 @@ impl Client {
 
 /// Run the binary to completion (bounded) and return its output.
 fn run_to_end(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loader"))
+    let mut child = Command::new(common::loader_bin())
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

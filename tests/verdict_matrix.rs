@@ -19,7 +19,7 @@
 //! | two shards sharing the loader's one core at 2 000 req/s | trusted |
 //!
 //! The loader runs pinned to CPU 0 (`taskset -c 0`, one shard), the built-in target to CPU 1;
-//! the scenarios run one at a time (a lock in `matrix_support`). Every run prints one
+//! the scenarios run one at a time (a lock in the harness's `matrix`). Every run prints one
 //! `MATRIX …` line (also appended to `target/tmp/verdict-matrix.txt`): scenario, expectation,
 //! what the verdict said, its reasons with sides, the key figures, and whether a mismatch is
 //! the verdict's or the set-up's. Run it as root:
@@ -37,14 +37,14 @@
 //! namespaces, cgroups, busy loops and the neighbour's TIME_WAIT are undone on drop, also
 //! when a scenario fails. Every wait is bounded.
 
-mod common;
-mod matrix_support;
+use loader_tests::common;
+use loader_tests::matrix;
 
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Hogs, Target};
-use matrix_support::{
+use matrix::{
     Check, Continue, CpuQuota, Firewall, LOADER_CPU, NeighbourTimeWait, NetPair, Outcome, Run, Segments, TARGET_CPU,
     TARGET_IP, host_time_wait, on_loader_cpu, on_target_cpu, process_state, set_sysctl_in, setup, sysctl_in, try_netem,
 };
@@ -450,11 +450,11 @@ fn ephemeral_port_exhaustion_invalidates_on_the_loader_side() {
 fn a_probe_that_cannot_attach_is_noted_and_the_run_stays_trusted() {
     let scenario = "a_probe_that_cannot_attach_is_noted_and_the_run_stays_trusted";
     let Some(_serial) = setup(scenario) else { return };
-    let original = std::path::Path::new(env!("CARGO_BIN_EXE_loader"));
-    let stripped = matrix_support::stripped_copy(original);
+    let original = std::path::Path::new(common::loader_bin());
+    let stripped = matrix::stripped_copy(original);
     let marker = "loader_tls_handshake_start";
-    let in_original = matrix_support::has_symbol(original, marker);
-    let in_stripped = matrix_support::has_symbol(&stripped, marker);
+    let in_original = matrix::has_symbol(original, marker);
+    let in_stripped = matrix::has_symbol(&stripped, marker);
     let target = target(&[]);
     let o = Run::new(scenario)
         .binary(&stripped)

@@ -15,7 +15,7 @@
 //! The clean-run test assumes a quiet host: other work competing for the loader's CPUs *is*
 //! run-queue delay, and the verdict is right to report it.
 
-mod common;
+use loader_tests::common;
 
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -342,7 +342,7 @@ fn time_wait_from_churn_is_judged_against_its_limit() {
 
 /// `loader verdict DIR ARGS…`, bounded.
 fn rejudge(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    let child = Command::new(env!("CARGO_BIN_EXE_loader"))
+    let child = Command::new(common::loader_bin())
         .arg("verdict")
         .arg(dir)
         .args(args)

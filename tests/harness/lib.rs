@@ -1,0 +1,14 @@
+//! The end-to-end harness shared by every suite in `tests/`: they drive the real `loader`
+//! binary (built once per test process by [`common::loader_bin`]) against real servers on
+//! loopback or in network namespaces the tests create.
+//!
+//! - [`common`]: the built-in target as a child killed on drop, bounded `loader run`
+//!   invocations with their summary read back, root checks, busy loops, network namespaces.
+//! - [`matrix`]: the verdict matrix's faults (each a guard undone on drop) and its table.
+//! - [`hostile`]: the hostile HTTP server (`hostile_server.py`) and runs against it.
+//!
+//! Every wait is bounded in count and time.
+
+pub mod common;
+pub mod hostile;
+pub mod matrix;
