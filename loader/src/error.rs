@@ -42,3 +42,21 @@ impl fmt::Display for InputError {
 }
 
 impl std::error::Error for InputError {}
+
+/// A file the run could not write (the summary, the HDR log, the certificate).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}: {source}", path.display())]
+pub struct OutputError {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Why.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl OutputError {
+    /// `path` could not be written because of `source`.
+    pub fn new(path: &std::path::Path, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        OutputError { path: path.to_path_buf(), source: Box::new(source) }
+    }
+}

@@ -23,20 +23,22 @@
 pub mod analysis;
 pub mod calibrate;
 pub mod cli;
+pub mod commands;
 pub mod engine;
 pub mod error;
 pub mod health;
+pub mod measure;
 pub mod privilege;
 pub mod probes;
 pub mod record;
 pub mod report;
-mod run;
 pub mod scenario;
 pub mod schedule;
+pub mod summary;
 pub mod target;
 pub mod verdict;
 
-pub use run::run;
+pub use commands::run;
 
 /// How a command ended; each maps to one exit code of DESIGN.md's contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

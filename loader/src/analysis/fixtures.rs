@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use super::criteria::Criteria;
 use super::step::{StepJudgement, judge_steps};
 use crate::record::ErrorClass;
-use crate::report::summary::{LatencyMs, PhaseSummary, SecondSummary, SendLagMs};
+use crate::summary::Criteria;
+use crate::summary::{LatencyMs, PhaseSummary, SecondSummary, SendLagMs};
 
 fn latency(l: [f64; 6], count: u64) -> LatencyMs {
     let [p50, p90, p95, p99, max, mean] = l;

@@ -20,8 +20,8 @@
 //! ([`super::live`]), or combine runs ([`super::capacity`]). The rules assume the steps'
 //! rates rise; comparisons between steps whose rate did not rise are skipped.
 
-use super::criteria::Criteria;
 use super::step::{StepJudgement, fmt_ms};
+use crate::summary::Criteria;
 
 /// Thresholds of the knee and cliff rules (not user SLOs: they define the shapes).
 #[derive(Debug, Clone, PartialEq)]

@@ -140,10 +140,10 @@ pub fn check_steps(steps: &[StepJudgement], timeout_s: f64, shards: usize) -> Ve
 
 #[cfg(test)]
 mod tests {
-    use super::super::criteria::Criteria;
     use super::super::fixtures::{node_1c, phase, php_r2, php_r2_series, second};
     use super::super::step::judge_steps;
     use super::*;
+    use crate::summary::Criteria;
 
     fn findings(c: &LittleCheck) -> Vec<&'static str> {
         c.findings.iter().map(|f| f.as_str()).collect()

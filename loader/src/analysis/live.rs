@@ -12,7 +12,7 @@
 //! target is collapsing before it cuts the run.
 
 use crate::error::InputError;
-use crate::report::summary::SecondSummary;
+use crate::summary::SecondSummary;
 
 /// When a second counts as "at the cliff", and for how long before stopping.
 #[derive(Debug, Clone, PartialEq)]

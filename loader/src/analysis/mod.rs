@@ -10,7 +10,6 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `criteria.rs` | the break criteria, defaults and their sources |
 //! | `step.rs` | per-step pass/fail with reasons; tail-sample warnings |
 //! | `knee.rs` | SLO, throughput and adaptive knees; the cliff |
 //! | `live.rs` | the per-second cliff detector behind the emergency stop |
@@ -23,7 +22,6 @@
 //! raises the flag), or write files (report).
 
 pub mod capacity;
-pub mod criteria;
 pub mod knee;
 pub mod little;
 pub mod live;
@@ -34,14 +32,14 @@ pub mod step;
 #[cfg(test)]
 mod fixtures;
 
-pub use criteria::Criteria;
+pub use crate::summary::Criteria;
 pub use knee::{Cliff, Knee, KneeRules, Knees};
 pub use live::{CliffDetector, LiveSecond, StopRule};
 pub use render::render_steps;
 pub use step::StepJudgement;
 
 use crate::error::InputError;
-use crate::report::summary::{AnalysisSummary, LittleSummary, PhaseSummary, Point, SecondSummary, Summary};
+use crate::summary::{AnalysisSummary, LittleSummary, PhaseSummary, Point, SecondSummary, Summary};
 
 /// The parts of a run that analysis reads (a saved `summary.json` has all of them).
 #[derive(Debug, Clone, Copy)]

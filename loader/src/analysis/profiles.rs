@@ -8,40 +8,10 @@
 //! - Soak: the loader's own drift from start to end (memory, descriptors), so a slow leak on
 //!   the load machine is not mistaken for the target degrading.
 
-use serde::{Deserialize, Serialize};
-
-use crate::report::summary::{PhaseSummary, SecondSummary, Summary};
+use crate::summary::{PhaseSummary, SecondSummary, SoakSummary, SpikeSummary, Summary};
 
 /// Seconds of clean service that count as recovered.
 pub const RECOVERED_FOR: usize = 3;
-
-/// The spike's aftermath.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct SpikeSummary {
-    /// Seconds from the start of `recovery` until clean service resumed (null: never did).
-    pub time_to_recover_s: Option<u64>,
-    /// p99 of the `base` phase, ms.
-    pub base_p99_ms: Option<f64>,
-    /// p99 at the peak, ms.
-    pub peak_p99_ms: Option<f64>,
-    /// p99 over the whole `recovery` phase, ms.
-    pub recovery_p99_ms: Option<f64>,
-}
-
-/// The loader's drift over a soak.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct SoakSummary {
-    /// Loader RSS at the first second, MiB.
-    pub rss_mib_start: Option<f64>,
-    /// Loader RSS at the end, MiB.
-    pub rss_mib_end: Option<f64>,
-    /// Open descriptors in the first sampled second.
-    pub fds_start: Option<u64>,
-    /// Open descriptors in the last sampled second.
-    pub fds_end: Option<u64>,
-    /// Connections opened over the run (a keep-alive pool should open each once).
-    pub connections_opened: u64,
-}
 
 fn phase<'a>(phases: &'a [PhaseSummary], name: &str) -> Option<&'a PhaseSummary> {
     phases.iter().find(|p| p.name == name)

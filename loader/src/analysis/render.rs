@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use super::Analysis;
 use super::knee::Knee;
 use super::step::fmt_ms;
-use crate::report::summary::{PhaseSummary, SecondSummary};
+use crate::summary::{PhaseSummary, SecondSummary};
 
 fn knee_line(out: &mut String, label: &str, knee: &Option<Knee>, none: &str) {
     let _ = match knee {

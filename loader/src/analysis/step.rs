@@ -12,8 +12,8 @@
 
 use std::fmt;
 
-use super::criteria::Criteria;
-use crate::report::summary::{PhaseSummary, SecondSummary};
+use crate::summary::Criteria;
+use crate::summary::{PhaseSummary, SecondSummary};
 
 /// Why a step failed: a stable short code (for scripts) plus the numbers and a sentence.
 #[derive(Debug, Clone, PartialEq)]

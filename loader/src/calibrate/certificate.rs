@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 use super::judge::{LimitedBy, StepCall};
-use crate::report::summary::{CertificateRef, PhaseSummary};
+use crate::summary::{CertificateRef, PhaseSummary};
 
 /// Schema tag of the certificate file.
 pub const SCHEMA: &str = "loader.certificate/v1";

@@ -5,7 +5,7 @@
 //! not a thread) pinned apart from the loader: the target on the last CPU this process may
 //! use, the shards on the others (with one CPU nothing is pinned and the figure is of the
 //! pair). It then runs a step plan — rates `start × 1.25^k` up to `--max-rate`, short holds,
-//! probes on — through the same measuring core as `loader run` (`run::measure`), and judges
+//! probes on — through the same measuring core as `loader run` (`measure::measure`), and judges
 //! each step (`judge.rs`): the loader failed when it stopped keeping its schedule, the target
 //! failed when goodput fell behind while the loader was on time. A second pass steps ×1.05
 //! between the last good and the first failed step, so the figure is known to 5 %. When the
@@ -71,7 +71,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     if args.target_threads == 0 {
         return Err(crate::error::InputError::new("--target-threads", "must be at least 1").into());
     }
-    crate::run::raise_nofile_limit();
+    crate::measure::raise_nofile_limit();
     let fingerprint = Fingerprint::of_this_machine();
 
     // Pin: new threads inherit the creating thread's CPU mask, so the target is spawned while
@@ -184,7 +184,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     }
 
     let finding = judge::find(&calls);
-    let date = crate::run::rfc3339(SystemTime::now());
+    let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let hostname = certificate::hostname();
     let mut at = finding.last_good.map(|i| &calls[i].figures);
     let mut lower_bound = finding.lower_bound_rps(&calls);
@@ -261,7 +261,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    crate::run::write_json(&path, &cert)?;
+    crate::report::write_json(&path, &cert)?;
     println!("certificate: {}", path.display());
     Ok(if figure.is_some() { Outcome::Passed } else { Outcome::Error })
 }
@@ -311,7 +311,8 @@ impl Pass<'_> {
             }
         };
         let probes_on = probes.is_some();
-        let (summary, _) = crate::run::measure(plan, interrupted, probes.as_mut(), probe_reason, None, None, None)?;
+        let mut summary = crate::measure::measure(plan, interrupted, probes.as_mut(), probe_reason, None, None)?;
+        crate::measure::conclude(&mut summary, plan)?;
         let runqueue_limit = Limits::default().runqueue_p99_ms;
         let calls = steps::figures(&summary)
             .into_iter()

@@ -8,7 +8,7 @@
 //! sample's `t` names the end of the second it covers.
 
 use super::judge::StepFigures;
-use crate::report::summary::Summary;
+use crate::summary::Summary;
 
 /// Figures of every hold phase, in order.
 pub fn figures(s: &Summary) -> Vec<StepFigures> {

@@ -1,6 +1,14 @@
-//! Outputs of a run: the `summary.json` contract ([`summary`]), the HDR interval log
-//! ([`hdr`]) and the terminal table ([`text`]). Both read merged data; neither measures nor judges.
+//! Outputs of a run: the terminal tables ([`text`]), the HDR interval log ([`hdr`]) and
+//! the JSON files ([`write_json`]). They read merged, judged data; none measures or judges.
+//! The `summary.json` types themselves are the [`crate::summary`] module.
 
 pub mod hdr;
-pub mod summary;
 pub mod text;
+
+use std::path::Path;
+
+/// Write `value` as pretty JSON (with a final newline) to `path`.
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), crate::error::OutputError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| crate::error::OutputError::new(path, e))?;
+    std::fs::write(path, text + "\n").map_err(|e| crate::error::OutputError::new(path, e))
+}

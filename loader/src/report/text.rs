@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::summary::{CapacitySummary, PhaseSummary, Summary, Verdict};
 use crate::analysis::step::fmt_ms;
+use crate::summary::{CapacitySummary, PhaseSummary, Summary, Verdict};
 
 fn errors_cell(p: &PhaseSummary) -> String {
     let parts: Vec<String> = p.errors.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}:{n}")).collect();
@@ -279,7 +279,7 @@ pub fn render_capacity(c: &CapacitySummary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::summary::Reason;
+    use crate::summary::Reason;
 
     #[test]
     fn verdict_names_the_side_and_puts_invalidating_reasons_first() {

@@ -19,7 +19,7 @@
 
 use super::floor::Floor;
 use super::{LOADER, Limits, TARGET, reason};
-use crate::report::summary::{PhaseSummary, Reason, Summary};
+use crate::summary::{PhaseSummary, Reason, Summary};
 
 /// The loader's own delays (send lag p99, run-queue delay p99) below this, ms, are timer and
 /// scheduler noise whatever the target's latency (clean runs here: run-queue p99 0.02–0.07 ms

@@ -13,7 +13,7 @@
 //! counted outside the probes.)
 
 use super::{LOADER, Limits, NETWORK, TARGET, reason};
-use crate::report::summary::{Reason, Summary};
+use crate::summary::{Reason, Summary};
 
 /// Lost events above this share of the events counted are noted.
 const LOST_NOTE_SHARE: f64 = 0.001;

@@ -18,7 +18,7 @@
 //! trouble, not the host's resolution. With neither measurement (`--preflight 0s` and no
 //! timer wake-up) it is [`FLOOR_UNMEASURED_MS`].
 
-use crate::report::summary::Summary;
+use crate::summary::Summary;
 
 /// Lowest floor: sub-50 µs lag is below what any loader that sleeps can promise.
 pub const FLOOR_MIN_MS: f64 = 0.05;
@@ -86,7 +86,7 @@ impl Floor {
 mod tests {
     use super::*;
     use crate::health::preflight::Preflight;
-    use crate::report::summary::{RunQueueUs, WakeLateUs};
+    use crate::summary::{RunQueueUs, WakeLateUs};
 
     fn summary(preflight_us: Option<f64>, wake_us: Option<f64>, runqueue_us: Option<f64>) -> Summary {
         let mut s = crate::verdict::tests::clean();

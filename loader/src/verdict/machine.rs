@@ -9,7 +9,7 @@
 //! there is: they annotate, since they cannot say whose sockets they are.
 
 use super::{LOADER, Limits, TARGET, reason};
-use crate::report::summary::{Reason, Summary};
+use crate::summary::{Reason, Summary};
 
 /// Shard CPU p95 (percent of one core) above which the loader has no headroom left, whatever
 /// its timing says — also the edge calibration certifies up to.

@@ -25,7 +25,7 @@ mod evidence;
 pub mod floor;
 mod machine;
 
-use crate::report::summary::{Reason, Summary, Verdict};
+use crate::summary::{Reason, Summary, Verdict};
 
 pub use delay::{ISOLATED_LATE_SENDS, Lag, MATERIAL_DELAY_FLOOR_MS, judge_lag};
 pub use machine::CPU_SATURATED_PCT;

@@ -1,8 +1,8 @@
 use super::*;
 use crate::cli::RunArgs;
 use crate::record::ShardRecord;
-use crate::report::summary::{self, HealthSummary, ProbeSummary, Resets, RunQueueUs};
 use crate::scenario::{Plan, Spec};
+use crate::summary::{self, HealthSummary, ProbeSummary, Resets, RunQueueUs};
 
 /// A clean run: 100 req/s for 2 s, all answered on time, probes on.
 pub(crate) fn clean() -> Summary {
@@ -88,7 +88,7 @@ fn cpu_above_the_limit_with_every_send_on_time_is_a_headroom_note() {
 /// `s` with its measured phase's lag, own lag and latency p99 (ms).
 fn lagging(mut s: Summary, lag: f64, own: f64, latency: f64) -> Summary {
     s.phases[0].send_lag_ms.p99 = lag;
-    s.phases[0].own_lag_ms = Some(crate::report::summary::SendLagMs { p50: own / 10.0, p99: own, p999: own, max: own });
+    s.phases[0].own_lag_ms = Some(crate::summary::SendLagMs { p50: own / 10.0, p99: own, p999: own, max: own });
     s.phases[0].latency_ms.p99 = latency;
     s
 }
@@ -124,7 +124,7 @@ fn the_default_batching_window_a_little_above_the_runs_jitter_is_at_the_floor() 
     // 80 µs late at p99: own lag p99 0.10 ms, all lag 0.16 ms, latency p99 0.29 ms.
     let mut s = lagging(big_clean(), 0.156, 0.10, 0.292);
     s.loader.wake_late_us =
-        Some(crate::report::summary::WakeLateUs { p50: 38.0, p90: 54.0, p99: 80.0, max: 12_687.0, count: 58_135 });
+        Some(crate::summary::WakeLateUs { p50: 38.0, p90: 54.0, p99: 80.0, max: 12_687.0, count: 58_135 });
     s.run.wake_window_us = 100.0;
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["host_resolution"]));
@@ -147,7 +147,7 @@ fn lag_at_the_hosts_wake_up_jitter_is_a_resolution_note_not_saturation() {
     // not explain them.
     let mut s = lagging(big_clean(), 0.30, 0.01, 0.58);
     s.loader.wake_late_us =
-        Some(crate::report::summary::WakeLateUs { p50: 60.0, p90: 150.0, p99: 280.0, max: 900.0, count: 5000 });
+        Some(crate::summary::WakeLateUs { p50: 60.0, p90: 150.0, p99: 280.0, max: 900.0, count: 5000 });
     s.probes.runqueue_us = Some(RunQueueUs { p50: 4.0, p99: 40.0, max: 300.0, count: 9000 });
     assert_eq!(codes(&judge(&s, &Limits::default())), ["host_resolution"]);
 }
@@ -271,15 +271,14 @@ fn host_wide_figures_annotate_and_the_loaders_own_limits_invalidate() {
 fn a_neighbours_time_wait_is_not_the_loaders() {
     // Issue 9: 9,171 TIME_WAIT sockets on the host, 8 of them the loader's.
     let mut s = clean();
-    s.probes.time_wait = Some(crate::report::summary::TimeWait { entries: 8, max_live: 8, host_max_live: Some(9171) });
+    s.probes.time_wait = Some(crate::summary::TimeWait { entries: 8, max_live: 8, host_max_live: Some(9171) });
     s.probes.ephemeral_ports_max_ratio = Some(0.001);
     s.probes.host_ephemeral_ports_max_ratio = Some(0.32);
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["host_time_wait"]));
     assert!(v.reasons[0].detail.contains("loader's own were at most 8"), "{}", v.reasons[0].detail);
     // The loader's own TIME_WAIT above the limit invalidates.
-    s.probes.time_wait =
-        Some(crate::report::summary::TimeWait { entries: 9000, max_live: 6000, host_max_live: Some(9171) });
+    s.probes.time_wait = Some(crate::summary::TimeWait { entries: 9000, max_live: 6000, host_max_live: Some(9171) });
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["time_wait"]));
 }
@@ -320,8 +319,7 @@ fn lost_probe_events_annotate_and_invalidate_when_they_could_hide_a_rule() {
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["probe_events_lost"]));
     s.probes.lost = Some(600);
-    s.probes.time_wait =
-        Some(crate::report::summary::TimeWait { entries: 9_000, max_live: 4_500, host_max_live: None });
+    s.probes.time_wait = Some(crate::summary::TimeWait { entries: 9_000, max_live: 4_500, host_max_live: None });
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["probe_events_lost"]));
     assert!(v.reasons[0].detail.contains("sockets"), "{}", v.reasons[0].detail);
@@ -366,7 +364,7 @@ fn churn_on_a_keepalive_run_is_annotated() {
 #[test]
 fn tls_handshakes_are_named_when_they_crowd_out_the_loader() {
     let mut s = clean();
-    s.tls = Some(crate::report::summary::TlsSummary { handshakes: 200, resumed: 190, ..Default::default() });
+    s.tls = Some(crate::summary::TlsSummary { handshakes: 200, resumed: 190, ..Default::default() });
     // Handshakes on every request, but the loader had CPU to spare: nothing to say.
     assert!(judge(&s, &Limits::default()).reasons.is_empty());
     // The same with the loader short of CPU: the handshakes are named, on the loader side.
@@ -375,6 +373,6 @@ fn tls_handshakes_are_named_when_they_crowd_out_the_loader() {
     assert_eq!(codes(&v), ["loader_cpu", "tls_handshakes"]);
     assert!(v.reasons[1].side == LOADER && v.reasons[1].invalidates);
     // With connections reused (few handshakes), CPU trouble is not blamed on TLS.
-    s.tls = Some(crate::report::summary::TlsSummary { handshakes: 8, ..Default::default() });
+    s.tls = Some(crate::summary::TlsSummary { handshakes: 8, ..Default::default() });
     assert_eq!(codes(&judge(&s, &Limits::default())), ["loader_cpu"]);
 }

@@ -1,9 +1,9 @@
 //! [`Criteria`]: the break criteria written down before the run (what the scenario's `[slo]`
 //! holds), with their defaults and where each one comes from.
 //!
-//! Owns the values and their validation only. Judging a step against them is [`super::step`];
-//! the knee/cliff rules' own thresholds are [`super::knee::KneeRules`]; the emergency stop's are
-//! [`super::live::StopRule`]. Parsing `[slo]` or flags is the scenario module's job.
+//! Owns the values and their validation only. Judging a step against them is [`crate::analysis::step`];
+//! the knee/cliff rules' own thresholds are [`crate::analysis::KneeRules`]; the emergency stop's are
+//! [`crate::analysis::StopRule`]. Parsing `[slo]` or flags is the scenario module's job.
 //!
 //! Why "before the run": seed 002 §0.1 — if the break point is chosen after looking at the
 //! graph, everyone picks the pretty spot; criteria written first turn reading the results into

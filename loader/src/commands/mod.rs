@@ -1,0 +1,49 @@
+//! The commands: each wires the stages together and maps its end to an [`Outcome`]. The
+//! stages live in their own modules; these files only order them.
+//!
+//! - `loader run` ([`run`]): spec → (built-in target) → plan → probes → [`crate::measure`]
+//!   → verdict and analysis → outputs, once per `--repeat`, then the capacity plan.
+//! - `loader verdict DIR` ([`verdict`]): a saved summary judged again with other limits.
+//! - `loader calibrate`: the [`crate::calibrate`] module.
+//! - `loader target`: the [`crate::target`] module.
+
+mod run;
+mod verdict;
+
+use crate::Outcome;
+use crate::cli::{Cli, Command};
+use crate::summary::Summary;
+use crate::target::{self, TargetConfig};
+
+/// Run one command of the CLI.
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Target(args) => {
+            let cfg = TargetConfig::from_args(&args)?;
+            target::serve(cfg)?;
+            Ok(Outcome::Passed)
+        }
+        Command::Run(args) => run::run(&args),
+        Command::Verdict(args) => verdict::rejudge(&args),
+        Command::Calibrate(args) => crate::calibrate::calibrate(&args),
+    }
+}
+
+/// The exit outcome a finished summary calls for. A breakpoint run exists to find where
+/// steps start failing, so one that found its knee has passed.
+fn outcome_of(s: &Summary) -> Outcome {
+    if let Some(failure) = &s.failure {
+        eprintln!("loader: error: the run failed part-way ({failure}); what it measured until then is in summary.json");
+        Outcome::Error
+    } else if s.interrupted {
+        Outcome::Interrupted
+    } else if s.verdict.trusted == Some(false) {
+        Outcome::Untrusted
+    } else if s.run.profile == "breakpoint" && s.knee.is_some() {
+        Outcome::Passed
+    } else if s.phases.iter().any(|p| p.passed == Some(false)) {
+        Outcome::GatesFailed
+    } else {
+        Outcome::Passed
+    }
+}

@@ -1,0 +1,213 @@
+//! `loader run`: spec → (built-in target) → plan → probes → measure → verdict and analysis →
+//! outputs, once per `--repeat`, then the capacity plan over the runs' knees.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+
+use super::outcome_of;
+use crate::Outcome;
+use crate::analysis;
+use crate::cli::RunArgs;
+use crate::measure;
+use crate::privilege::Privileges;
+use crate::probes::Probes;
+use crate::report::{text, write_json};
+use crate::scenario::{PhaseKind, Plan, Spec, Target};
+use crate::summary::{CapacitySummary, Summary};
+use crate::target;
+
+/// `loader run`: every repeat of the plan, then the capacity plan over their knees.
+pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
+    let spec = Spec::from_run_args(args)?;
+    measure::raise_nofile_limit();
+
+    // The demo (no URL): the built-in target as a child process, so that its threads never
+    // count as the loader's in the probes and the health figures.
+    let builtin = match spec.target {
+        Target::BuiltIn => Some(
+            target::child::spawn(&["--threads".to_string(), "1".to_string()])
+                .context("cannot start the built-in target")?,
+        ),
+        Target::Url(_) => None,
+    };
+    let url = match (&spec.target, &builtin) {
+        (Target::Url(u), _) => u.clone(),
+        (Target::BuiltIn, Some(t)) => format!("http://{}/", t.addr),
+        (Target::BuiltIn, None) => unreachable!("built-in target started above"),
+    };
+    let plan = Plan::resolve(&spec, &url)?;
+    let out_dir = plan.out.clone().unwrap_or_else(default_out_dir);
+    // Under sudo, root is dropped after the last probe load; what it created goes to the user.
+    let mut privileges = Privileges::from_env(&out_dir)?;
+    privileges.create_dir_all(&out_dir)?;
+
+    if builtin.is_some() {
+        println!("loader: no --url given: running the built-in demo against the built-in target at {url}");
+    }
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&interrupted)).context("cannot install signal handler")?;
+    }
+
+    // This machine's certificate (or --certificate): one stderr line when missing or foreign.
+    let certified = crate::calibrate::for_run(args.certificate.as_deref())?;
+    let preflight = match args.preflight.as_deref() {
+        Some(text) => crate::scenario::parse_duration("--preflight", text)?,
+        None => Duration::from_secs(2),
+    };
+    let repeat = plan.capacity.repeat.max(1) as usize;
+    let mut runs = Vec::with_capacity(repeat);
+    // Loaded by the first run (then root is dropped), reset for each later one.
+    let mut probes: ProbeState = None;
+    for k in 1..=repeat {
+        let dir = if repeat > 1 { out_dir.join(format!("run-{k}")) } else { out_dir.clone() };
+        privileges.create_dir_all(&dir)?;
+        if repeat > 1 {
+            println!("\nloader: run {k} of {repeat}");
+        }
+        let (summary, analysis) =
+            run_once(&plan, &dir, &interrupted, preflight, &mut privileges, &mut probes, certified.certified.as_ref())?;
+        let stop = summary.interrupted;
+        runs.push((dir, summary, analysis));
+        if stop {
+            break;
+        }
+    }
+    drop(probes);
+    // Normally dropped long ago, after the first run loaded the probes; this is a safety net.
+    privileges.drop_now("before writing the combined results")?;
+    if let Some(t) = builtin {
+        t.stop();
+    }
+
+    if let Some(note) = &certified.note {
+        eprintln!("{note}");
+    }
+    let (_, last, _) = runs.last().expect("at least one run");
+    let mut combined = last.clone();
+    if repeat > 1 || plan.capacity.peak.is_some() {
+        let knees: Vec<_> = runs.iter().map(|(_, _, a)| a.knees.slo.clone()).collect();
+        let r = analysis::capacity::repeats(&knees)?;
+        let mut cap = CapacitySummary {
+            knees: r.knees.clone(),
+            runs: runs.iter().map(|(d, ..)| d.display().to_string()).collect(),
+            max_sustainable: r.max_sustainable,
+            range: r.range,
+            relative_spread: r.relative_spread,
+            steps_apart: r.steps_apart,
+            settled: r.settled,
+            margin: plan.capacity.margin,
+            peak_rps: plan.capacity.peak,
+            usable_per_node: None,
+            nodes: None,
+        };
+        if let (Some(max), Some(peak)) = (r.max_sustainable, plan.capacity.peak) {
+            let p = analysis::capacity::capacity_plan(max, plan.capacity.margin, peak)?;
+            cap.usable_per_node = Some(p.usable_per_node);
+            cap.nodes = Some(p.nodes);
+        }
+        print!("\n{}", text::render_capacity(&cap));
+        combined.capacity = Some(cap);
+        // Untrusted or interrupted in any run makes the whole untrusted or interrupted.
+        if runs.iter().any(|(_, s, _)| s.verdict.trusted == Some(false)) {
+            combined.verdict.trusted = Some(false);
+        }
+        combined.interrupted = runs.iter().any(|(_, s, _)| s.interrupted);
+        let path = out_dir.join("summary.json");
+        write_json(&path, &combined)?;
+        println!("summary: {}", path.display());
+    }
+    Ok(outcome_of(&combined))
+}
+
+/// The probes across the runs of `--repeat`, loaded once, while root, by the first run:
+/// `None` before it; then attached (each later run resets them) or why not (`--no-probes`,
+/// not privileged, …).
+type ProbeState = Option<Result<Box<Probes>, String>>;
+
+/// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
+fn run_once(
+    plan: &Plan,
+    dir: &Path,
+    interrupted: &Arc<AtomicBool>,
+    preflight: Duration,
+    privileges: &mut Privileges,
+    probes: &mut ProbeState,
+    certificate: Option<&crate::calibrate::Certified>,
+) -> anyhow::Result<(Summary, analysis::Analysis)> {
+    // Before the probes attach, so these sleeping threads are not counted as the run's.
+    let noise = (!preflight.is_zero()).then(|| {
+        let slo_ms =
+            [plan.slo.p95, plan.slo.p99].into_iter().flatten().map(|d| d.as_secs_f64() * 1000.0).reduce(f64::min);
+        let p = crate::health::preflight::measure(preflight, plan.threads, slo_ms);
+        println!(
+            "loader: pre-flight: 1 ms sleeps woke {:.0}/{:.0}/{:.0} µs late (p50/p99/max) on {} thread(s)",
+            p.late_p50_us, p.late_p99_us, p.late_max_us, p.threads
+        );
+        if let Some(w) = &p.warning {
+            eprintln!("loader: warning: {w}");
+        }
+        p
+    });
+    let state = match probes.take() {
+        None => {
+            let loaded = if !plan.probes {
+                Err("disabled with --no-probes".to_string())
+            } else {
+                Probes::start(std::process::id()).map(Box::new).map_err(|e| {
+                    let why = crate::error::one_line(&e);
+                    eprintln!("loader: probes unavailable: {why}");
+                    why
+                })
+            };
+            // Root was needed only to load and attach: later runs reset, never load again.
+            let when = match (&loaded, plan.probes) {
+                (Ok(_), _) => "after loading probes",
+                (Err(_), true) => "(probes unavailable)",
+                (Err(_), false) => "(probes disabled)",
+            };
+            privileges.drop_now(when)?;
+            loaded
+        }
+        Some(Ok(mut p)) => p.reset().map(|()| p).map_err(|e| {
+            let why = format!("resetting the probes between runs failed: {}", crate::error::one_line(&e));
+            eprintln!("loader: probes unavailable: {why}");
+            why
+        }),
+        Some(Err(why)) => Err(why),
+    };
+    let (attached, probe_reason) = match probes.insert(state) {
+        Ok(p) => (Some(&mut **p), None),
+        Err(why) => (None, Some(why.clone())),
+    };
+    println!(
+        "loader: {} profile, {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",
+        plan.profile_kind().as_str(),
+        plan.phases.len(),
+        plan.duration().as_secs_f64(),
+        plan.connections,
+        plan.threads,
+        plan.target.url
+    );
+
+    let mut summary = measure::measure(plan, interrupted, attached, probe_reason, noise, Some(dir))?;
+    summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
+    let analysis = measure::conclude(&mut summary, plan)?;
+    print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
+    if plan.phases.iter().filter(|p| p.kind == PhaseKind::Hold).count() > 1 {
+        print!("\n{}", analysis::render_steps(&summary.phases, &summary.series, &analysis));
+    }
+    let path = dir.join("summary.json");
+    write_json(&path, &summary)?;
+    println!("summary: {}", path.display());
+    Ok((summary, analysis))
+}
+
+fn default_out_dir() -> PathBuf {
+    let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string().replace(':', "");
+    PathBuf::from("out").join(stamp)
+}

@@ -1,0 +1,213 @@
+//! One thread per shard, the once-a-second loop that watches them (progress, CPU, health,
+//! probes, the emergency stop) and the merge of their records when they end.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+
+use super::meters::{CpuMeter, LiveTotals, proc_status_mib};
+use super::progress::Progress;
+use super::{Executed, POOL_OPEN_GRACE};
+use crate::analysis::live::StopReason;
+use crate::analysis::{CliffDetector, LiveSecond, StopRule};
+use crate::engine::{self, Clock, Live, ShardConfig, ShardResult};
+use crate::health::Sampler;
+use crate::probes::Probes;
+use crate::record::ShardRecord;
+use crate::scenario::{PhaseKind, Plan};
+use crate::schedule::ShardSchedule;
+use crate::summary::{self, EmergencyStop, HealthSummary};
+
+/// Start one thread per shard, show progress each second, merge when they end.
+pub(super) fn execute(
+    plan: &Plan,
+    stop: &Arc<AtomicBool>,
+    interrupted: &Arc<AtomicBool>,
+    mut probes: Option<&mut Probes>,
+) -> anyhow::Result<Executed> {
+    let windows: Vec<_> = plan.phases.iter().map(|p| p.window()).collect();
+    let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
+    let clock = Clock::new(Instant::now() + POOL_OPEN_GRACE);
+    let started = SystemTime::now() + POOL_OPEN_GRACE;
+    let requests = Arc::new(engine::RequestTable {
+        bytes: plan.requests.iter().map(|r| r.bytes.clone().into_boxed_slice()).collect(),
+        head: plan.requests.iter().map(|r| r.head).collect(),
+        idempotent: plan.requests.iter().map(|r| r.idempotent).collect(),
+        mix: plan.mix(),
+    });
+    // One TLS client per run: its session cache is shared by every shard (resumption).
+    let tls = match &plan.target.tls {
+        Some(t) => {
+            if t.verify == engine::tls::Verify::Insecure {
+                eprintln!("loader: WARNING: --insecure: the server's certificate is NOT verified");
+            }
+            Some(engine::tls::TlsClient::new(t.server_name.clone(), &t.verify).context("--cacert")?)
+        }
+        None => None,
+    };
+    let pace = plan.pace();
+    let mut lives = Vec::new();
+    let mut handles = Vec::new();
+    // Each shard says when it ends, so the main thread can sleep until the next second.
+    let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
+    for shard in 0..plan.threads {
+        let live = Arc::new(Live::default());
+        lives.push(Arc::clone(&live));
+        let cfg = ShardConfig {
+            shard,
+            addr: plan.target.addr,
+            requests: Arc::clone(&requests),
+            keepalive: plan.keepalive,
+            connections: plan.connections_of(shard),
+            timeout: plan.timeout,
+            schedule: ShardSchedule::new(windows.clone(), shard, plan.threads),
+            windows: windows.clone(),
+            clock,
+            stop: Arc::clone(stop),
+            live,
+            seconds,
+            pace,
+            tls: tls.clone(),
+            limits: plan.limits,
+            retry_non_idempotent: plan.retry_non_idempotent,
+        };
+        let ended_tx = ended_tx.clone();
+        let handle = thread::Builder::new()
+            .name(format!("loader-shard-{shard}"))
+            .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                let tid = unsafe { libc::gettid() };
+                cfg.live.tid.store(tid as u64, Ordering::Relaxed);
+                let result = engine::run_shard(cfg);
+                let _ = ended_tx.send(());
+                result
+            })
+            .context("cannot start shard thread")?;
+        handles.push(handle);
+    }
+
+    // The shards' run-queue delay is kept apart from the other threads' (its delay moves
+    // sends; the main thread's does not): tell the probes which threads they are.
+    if let Some(p) = probes.as_deref_mut() {
+        let give_up = Instant::now() + Duration::from_millis(200);
+        while lives.iter().any(|l| l.tid.load(Ordering::Relaxed) == 0) && Instant::now() < give_up {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let tids: Vec<u32> = lives.iter().map(|l| l.tid.load(Ordering::Relaxed) as u32).filter(|&t| t != 0).collect();
+        if let Err(e) = p.mark_shards(&tids) {
+            eprintln!(
+                "loader: warning: the probes cannot tell shard threads apart ({e}); run-queue delay covers every thread"
+            );
+        }
+    }
+    let progress = Progress::new(plan);
+    let mut cpu = CpuMeter::new(&lives);
+    let mut health = Sampler::new(clock.start());
+    let mut tick = clock.start();
+    let mut cpu_samples = Vec::new();
+    let mut rss_start = None;
+    // The emergency stop watches each second after warm-up (analysis::live decides).
+    let judged_from = plan.phases.iter().find(|p| p.kind != PhaseKind::Warmup).map_or(Duration::MAX, |p| p.start);
+    let mut detector = plan.emergency_stop.then(|| CliffDetector::new(StopRule::default()));
+    let mut emergency: Option<(StopReason, u64)> = None;
+    let mut last = LiveTotals::default();
+    drop(ended_tx);
+    let mut running = handles.len();
+    while running > 0 {
+        if interrupted.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let now = Instant::now();
+        if now >= tick + Duration::from_secs(1) {
+            tick += Duration::from_secs(1);
+            let at = tick.saturating_duration_since(clock.start());
+            let pct = cpu.sample();
+            health.sample();
+            if let Some(p) = probes.as_deref_mut() {
+                p.sample(lives.iter().map(|l| l.open_connections.load(Ordering::Relaxed)).sum());
+            }
+            if tick > clock.start() {
+                cpu_samples.push(pct.clone());
+                if rss_start.is_none() {
+                    rss_start = proc_status_mib("VmRSS:");
+                }
+            }
+            let totals = LiveTotals::of(&lives);
+            let second = totals.since(&last);
+            last = totals;
+            progress.line(at, &second, pct.iter().copied().fold(0.0, f64::max));
+            let t = at.as_secs();
+            if let Some(d) = detector.as_mut()
+                && t >= 1
+                && Duration::from_secs(t - 1) >= judged_from
+                && emergency.is_none()
+            {
+                let from = (t - 1) * 1_000_000_000;
+                let offered = summary::offered_between(plan, from, from + 1_000_000_000);
+                let live = LiveSecond::new(t - 1, offered, second.sent, second.ok, &[second.errors]);
+                if d.observe(&live) {
+                    stop.store(true, Ordering::Relaxed);
+                    let reason = d.stopped().cloned().expect("a fired detector has a reason");
+                    progress.note(&format!("EMERGENCY STOP at {t}s: {}", reason.detail));
+                    emergency = Some((reason, clock.now_ns()));
+                }
+            }
+        }
+        // Sleep to the next second (or a shard's end), looking at the interrupt flag at least
+        // every 100 ms: the main thread shares the loader's CPUs and must not wake them for
+        // nothing.
+        let next = (tick + Duration::from_secs(1)).saturating_duration_since(Instant::now());
+        match ended.recv_timeout(next.min(Duration::from_millis(100))) {
+            Ok(()) => running -= 1,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => running = 0,
+        }
+    }
+    progress.finish();
+    let elapsed = clock.start().elapsed();
+
+    let mut merged: Option<ShardRecord> = None;
+    let mut last_send_ns = None;
+    let mut stopped_at_ns: Option<u64> = None;
+    let mut failures = Vec::new();
+    for (shard, h) in handles.into_iter().enumerate() {
+        let ShardResult { record, error, stopped_at_ns: stopped, last_send_ns: last_send } =
+            h.join().map_err(|_| engine::EngineError::Thread(shard))?.with_context(|| format!("shard {shard}"))?;
+        last_send_ns = last_send_ns.max(last_send);
+        if let Some(at) = stopped {
+            stopped_at_ns = Some(stopped_at_ns.map_or(at, |s: u64| s.min(at)));
+        }
+        if let Some(e) = error {
+            failures.push(format!("shard {shard}: {e}"));
+        }
+        match &mut merged {
+            None => merged = Some(record),
+            Some(m) => m.merge(&record),
+        }
+    }
+    let emergency_stop = emergency.map(|(r, raised_ns)| EmergencyStop {
+        at_s: r.t + 1,
+        since_s: r.since,
+        cause: format!("{:?}", r.cause).to_lowercase(),
+        detail: r.detail,
+        halted_within_ms: Some(last_send_ns.map_or(0.0, |l| l.saturating_sub(raised_ns) as f64 / 1e6)),
+    });
+    let record = merged.expect("at least one shard");
+    let elapsed = elapsed.min(plan.duration() + plan.timeout);
+    let rss_end = proc_status_mib("VmRSS:");
+    let health = HealthSummary { peaks: health.peaks(), series: health.series };
+    Ok(Executed {
+        record,
+        elapsed,
+        cpu: cpu_samples,
+        rss_mib: (rss_start, rss_end),
+        started,
+        health,
+        emergency_stop,
+        stopped_at_ns,
+        failure: (!failures.is_empty()).then(|| failures.join("; ")),
+    })
+}

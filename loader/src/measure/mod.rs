@@ -1,0 +1,123 @@
+//! The measuring core that `loader run` and `loader calibrate` share: start the shards on
+//! the plan, watch them each second (progress, CPU, health, probes, the emergency stop),
+//! merge their records into the summary ([`measure`]), then judge it ([`conclude`]).
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | [`measure`] and [`conclude`]; the process set-up they need |
+//! | `execute.rs` | the shard threads, the once-a-second loop, the merge |
+//! | `meters.rs` | CPU per shard thread, memory, the shards' live counters |
+//! | `progress.rs` | the live progress line |
+//! | `probe_summary.rs` | the probes' readings as `summary.probes` |
+
+mod execute;
+mod meters;
+mod probe_summary;
+mod progress;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+
+use crate::analysis::{self, Analysis, Criteria, KneeRules};
+use crate::probes::Probes;
+use crate::record::ShardRecord;
+use crate::scenario::Plan;
+use crate::summary::{EmergencyStop, HealthSummary, Summary};
+use crate::verdict;
+
+use execute::execute;
+use meters::proc_status_mib;
+use probe_summary::probe_summary;
+
+/// Time between starting the shards and the run's zero: the pools connect meanwhile.
+const POOL_OPEN_GRACE: Duration = Duration::from_millis(250);
+
+/// Shards, merge, summary, printing only the live progress. `probes` (already attached,
+/// counting from zero) are sampled and read here; `preflight` is the host's noise floor the
+/// verdict will use; the HDR interval log goes to `hlog_dir` when given. The summary comes
+/// back unjudged: the caller may add the certificate comparison, then [`conclude`].
+pub fn measure(
+    plan: &Plan,
+    interrupted: &Arc<AtomicBool>,
+    mut probes: Option<&mut Probes>,
+    probe_reason: Option<String>,
+    preflight: Option<crate::health::preflight::Preflight>,
+    hlog_dir: Option<&Path>,
+) -> anyhow::Result<Summary> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let run = execute(plan, &stop, interrupted, probes.as_deref_mut())?;
+    let probes_summary = probe_summary(probes.as_deref(), probe_reason);
+
+    let mut summary = crate::summary::build(&crate::summary::Inputs {
+        plan,
+        record: &run.record,
+        interrupted: interrupted.load(Ordering::Relaxed),
+        elapsed_s: run.elapsed.as_secs_f64(),
+        started_at,
+        probes: probes_summary,
+        cpu: &run.cpu,
+        rss_mib: (run.rss_mib.0, run.rss_mib.1, proc_status_mib("VmHWM:")),
+        health: run.health.clone(),
+        stopped_at_s: run.stopped_at_ns.map(|ns| ns as f64 / 1e9),
+    });
+    summary.failure = run.failure.clone();
+    summary.preflight = preflight;
+    summary.analysis.emergency_stop = run.emergency_stop.clone();
+    if let Some(dir) = hlog_dir {
+        crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started)
+            .context("cannot write the HDR interval log")?;
+    }
+    Ok(summary)
+}
+
+/// The verdict on a measured summary, then the analysis against the plan's criteria, both
+/// written into it.
+pub fn conclude(summary: &mut Summary, plan: &Plan) -> anyhow::Result<Analysis> {
+    summary.verdict = verdict::judge(summary, &plan.verdict);
+    let criteria = Criteria { tail_samples_min: plan.verdict.min_tail_samples, ..Criteria::from(&plan.slo) };
+    let analysis = analysis::analyze(summary, &criteria, &KneeRules::default())?;
+    analysis::annotate(summary, &analysis);
+    summary.analysis.criteria = Some(criteria.clone());
+    summary.analysis.spike = analysis::profiles::spike(&summary.phases, &summary.series, criteria.goodput_min);
+    if plan.profile_kind() == crate::scenario::ProfileKind::Soak {
+        summary.analysis.soak = Some(analysis::profiles::soak(summary));
+    }
+    Ok(analysis)
+}
+
+/// What the shards measured, merged, and the loader's CPU per second.
+struct Executed {
+    record: ShardRecord,
+    elapsed: Duration,
+    /// Per second, the CPU of each shard (percent of one core).
+    cpu: Vec<Vec<f64>>,
+    /// Resident memory at the first second and at the end.
+    rss_mib: (Option<f64>, Option<f64>),
+    /// Wall-clock time of the run's zero instant.
+    started: SystemTime,
+    /// `/proc` and cgroup health, per second.
+    health: HealthSummary,
+    /// The emergency stop, if it fired.
+    emergency_stop: Option<EmergencyStop>,
+    /// When the first shard saw the stop (ns since start), if the run was stopped.
+    stopped_at_ns: Option<u64>,
+    /// Why shards failed part-way, if any did.
+    failure: Option<String>,
+}
+
+/// Let the pool use every descriptor the hard limit allows.
+pub fn raise_nofile_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The analysis' figures: knees, cliff, steps, Little's law, the emergency stop, the capacity
+//! plan over repeats, and what a spike or a soak run is for. The rules that fill them are in
+//! the analysis module.
+
+use serde::{Deserialize, Serialize};
+
+use super::Criteria;
+
+/// The analysis beyond `knee` and `cliff`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AnalysisSummary {
+    /// The break criteria the steps were judged against.
+    pub criteria: Option<Criteria>,
+    /// How the knee was found and what it means (e.g. a lower bound when every step passed).
+    pub knee_detail: Option<String>,
+    /// Last step whose goodput still followed the offered rate.
+    pub throughput_knee: Option<Point>,
+    /// Step before the first where the rate rose but goodput gained < 5 % while p99 rose > 25 %.
+    pub adaptive_knee: Option<Point>,
+    /// Failed steps that a later step passed after (instability, not capacity).
+    pub unstable_steps: Vec<String>,
+    /// Which rule found the cliff, and the numbers.
+    pub cliff_detail: Option<String>,
+    /// Percentiles that rest on too few tail samples, per step.
+    pub tail_warnings: Vec<String>,
+    /// Little's law cross-check per step.
+    pub little: Vec<LittleSummary>,
+    /// The emergency stop, if it fired.
+    pub emergency_stop: Option<EmergencyStop>,
+    /// Spike profile: time to recover after the peak.
+    #[serde(default)]
+    pub spike: Option<SpikeSummary>,
+    /// Soak profile: the loader's own drift from start to end.
+    #[serde(default)]
+    pub soak: Option<SoakSummary>,
+}
+
+/// Repeats and the capacity plan.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CapacitySummary {
+    /// Each run's knee, req/s (null: that run had none), in run order.
+    pub knees: Vec<Option<f64>>,
+    /// Each run's output directory.
+    pub runs: Vec<String>,
+    /// The minimum of the knees: what was shown sustainable in every run.
+    pub max_sustainable: Option<f64>,
+    /// Lowest and highest knee.
+    pub range: Option<(f64, f64)>,
+    /// (max − min) / max of the knees.
+    pub relative_spread: Option<f64>,
+    /// Steps between the lowest and highest knee.
+    pub steps_apart: Option<usize>,
+    /// At least 3 runs with knees at most one step apart.
+    pub settled: bool,
+    /// Usable share of the max sustainable rate per node.
+    pub margin: f64,
+    /// Peak demand to plan for, req/s.
+    pub peak_rps: Option<f64>,
+    /// Max sustainable × margin.
+    pub usable_per_node: Option<f64>,
+    /// ceil(peak / usable) + 1.
+    pub nodes: Option<u64>,
+}
+
+/// Little's law for one step.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LittleSummary {
+    /// Step name.
+    pub step: String,
+    /// Expected mean requests on the wire (sent/s × mean service time).
+    pub on_wire: f64,
+    /// Expected mean requests in the system, waiting included (offered/s × mean latency).
+    pub in_system: f64,
+    /// Highest in-flight count seen.
+    pub observed_peak: Option<u64>,
+    /// Observed peak ÷ expected mean.
+    pub ratio: Option<f64>,
+    /// Findings (`peak_below_mean`, `loader_backlog`, `bursty`).
+    pub findings: Vec<String>,
+}
+
+/// The emergency stop.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EmergencyStop {
+    /// Second of the run at which it fired.
+    pub at_s: u64,
+    /// Since which second the condition held.
+    pub since_s: u64,
+    /// `errors` or `goodput`.
+    pub cause: String,
+    /// What was seen.
+    pub detail: String,
+    /// From the flag being raised to the last request sent, ms (0: nothing sent after).
+    pub halted_within_ms: Option<f64>,
+}
+
+/// A step of the analysis.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Point {
+    /// Rate of the step.
+    pub rps: f64,
+    /// Step name.
+    pub step: String,
+}
+
+/// The spike's aftermath.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpikeSummary {
+    /// Seconds from the start of `recovery` until clean service resumed (null: never did).
+    pub time_to_recover_s: Option<u64>,
+    /// p99 of the `base` phase, ms.
+    pub base_p99_ms: Option<f64>,
+    /// p99 at the peak, ms.
+    pub peak_p99_ms: Option<f64>,
+    /// p99 over the whole `recovery` phase, ms.
+    pub recovery_p99_ms: Option<f64>,
+}
+
+/// The loader's drift over a soak.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SoakSummary {
+    /// Loader RSS at the first second, MiB.
+    pub rss_mib_start: Option<f64>,
+    /// Loader RSS at the end, MiB.
+    pub rss_mib_end: Option<f64>,
+    /// Open descriptors in the first sampled second.
+    pub fds_start: Option<u64>,
+    /// Open descriptors in the last sampled second.
+    pub fds_end: Option<u64>,
+    /// Connections opened over the run (a keep-alive pool should open each once).
+    pub connections_opened: u64,
+}

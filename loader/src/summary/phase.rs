@@ -1,0 +1,121 @@
+//! Per-phase and per-second figures: what each phase sent and got back, and how late.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Percentiles in milliseconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LatencyMs {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Number of values.
+    pub count: u64,
+}
+
+/// Send-lag percentiles in milliseconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SendLagMs {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile (0 in summaries written before it was kept).
+    #[serde(default)]
+    pub p999: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+/// One distinct failure message and how often it occurred.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorMessage {
+    /// What went wrong (an errno, a protocol problem, a status code).
+    pub message: String,
+    /// How many requests failed with it.
+    pub count: u64,
+}
+
+/// One phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseSummary {
+    /// Name (`warmup`, `main`, `step 2`).
+    pub name: String,
+    /// `warmup`, `ramp` or `hold`.
+    pub kind: String,
+    /// Start offset in the run, seconds.
+    pub start_s: f64,
+    /// Length, seconds.
+    pub duration_s: f64,
+    /// The part of the phase that ran, seconds: its length, or less when the run stopped
+    /// during it (the rates are per second of this).
+    #[serde(default)]
+    pub measured_s: Option<f64>,
+    /// Planned arrival rate, req/s.
+    pub offered_rps: f64,
+    /// Sends inside the phase window per second.
+    pub sent_rps: f64,
+    /// 2xx/3xx completions inside the phase window per second (goodput).
+    pub ok_rps: f64,
+    /// Requests intended in this phase.
+    pub requests: u64,
+    /// Of those, sent.
+    pub sent: u64,
+    /// Of those, answered 2xx/3xx.
+    pub ok: u64,
+    /// Failures by class.
+    pub errors: BTreeMap<String, u64>,
+    /// Sends more than 10 ms behind schedule.
+    pub late: u64,
+    /// Of the late sends, those that did not wait for a connection (the loader was late).
+    #[serde(default)]
+    pub late_unpooled: u64,
+    /// Sends that found the pool exhausted and waited for a connection.
+    pub waited_for_connection: u64,
+    /// Latency from the intended send time (coordinated omission corrected).
+    pub latency_ms: LatencyMs,
+    /// Latency from the actual send time (uncorrected, as closed-loop tools report it).
+    pub service_ms: LatencyMs,
+    /// Actual send − intended send.
+    pub send_lag_ms: SendLagMs,
+    /// The loader's own part of the send lag: actual send − the later of the intended time
+    /// and the moment the shard woke (or got a connection) for it. The rest of the lag is the
+    /// host's wake-up lateness or the wait for a connection.
+    #[serde(default)]
+    pub own_lag_ms: Option<SendLagMs>,
+    /// Judged against the SLO (null: no criteria given).
+    pub passed: Option<bool>,
+    /// Why it failed.
+    pub fail_reasons: Vec<String>,
+}
+
+/// One second of the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecondSummary {
+    /// Seconds since the run's start.
+    pub t: u64,
+    /// Requests planned in this second.
+    pub offered: u64,
+    /// Sent.
+    pub sent: u64,
+    /// 2xx/3xx responses.
+    pub ok: u64,
+    /// Failures by class (only non-zero classes).
+    pub errors: BTreeMap<String, u64>,
+    /// Upper bound of requests in flight (sum of the shards' peaks).
+    pub in_flight_max: u64,
+    /// CPU of the busiest shard this second, percent of one core.
+    pub cpu: Option<f64>,
+}
