@@ -67,8 +67,8 @@ pub struct InFlight {
 /// One connection.
 #[derive(Debug)]
 pub struct Conn {
-    /// Socket, or -1.
-    pub fd: i32,
+    /// The socket while the connection has one (dropping it closes it).
+    pub socket: Option<socket2::Socket>,
     /// Bumped on every new socket, so completions of a previous socket are recognised.
     pub generation: u32,
     /// Life stage.
@@ -98,10 +98,15 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The socket's descriptor for io_uring operations, or -1 without one.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.socket.as_ref().map_or(-1, std::os::fd::AsRawFd::as_raw_fd)
+    }
+
     /// A closed connection whose responses must fit `limits`.
     pub fn new(limits: Limits) -> Self {
         Conn {
-            fd: -1,
+            socket: None,
             generation: 0,
             state: State::Closed,
             ops: 0,

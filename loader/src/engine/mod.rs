@@ -2,8 +2,8 @@
 //!
 //! Each shard owns its connections, its share of the schedule ([`ShardSchedule`]) and its
 //! [`ShardRecord`]; shards share nothing on the hot path but a stop flag and a few
-//! relaxed counters for the live progress line. The loop itself is in `shard.rs` (its TLS
-//! side in `shard_tls.rs`), when it sleeps in `pace.rs`, pool-wait attribution in `pool.rs`,
+//! relaxed counters for the live progress line. The loop itself is in `shard/` (its TLS
+//! side in `shard/tls.rs`), when it sleeps in `pace.rs`, pool-wait attribution in `pool.rs`,
 //! kernel receive timestamps in `rxtime.rs`, the per-connection state in `conn.rs`, response
 //! framing in [`http1`], TLS sessions (https targets) in [`tls`].
 //!
@@ -23,7 +23,6 @@ pub mod pace;
 mod pool;
 mod rxtime;
 mod shard;
-mod shard_tls;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -76,10 +75,10 @@ impl Clock {
 /// `CLOCK_MONOTONIC` now, ns.
 #[inline]
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes a timespec; CLOCK_MONOTONIC always exists (vDSO).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // CLOCK_MONOTONIC always exists (a vDSO call, no system call).
+    let ts =
+        nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
 }
 
 /// Counters a shard publishes for the live progress line (relaxed stores, once per loop).

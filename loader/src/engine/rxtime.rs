@@ -11,8 +11,6 @@
 //! only when the wall clock is stepped; a stamp that lands outside the request's life is
 //! clamped into it).
 
-use std::os::fd::RawFd;
-
 use io_uring::types::RecvMsgOut;
 
 /// Bytes of control space for one `SCM_TIMESTAMPNS` message (`CMSG_SPACE(sizeof timespec)`).
@@ -27,20 +25,10 @@ pub fn header() -> libc::msghdr {
     h
 }
 
-/// Ask the kernel to stamp what `fd` receives. Best effort: without it responses are
+/// Ask the kernel to stamp what `socket` receives. Best effort: without it responses are
 /// stamped when the shard reads them, as before.
-pub fn enable(fd: RawFd) {
-    let one: libc::c_int = 1;
-    // SAFETY: setsockopt with a valid int option value on a socket we own.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            &one as *const _ as *const libc::c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+pub fn enable(socket: &impl std::os::fd::AsFd) {
+    let _ = nix::sys::socket::setsockopt(socket, nix::sys::socket::sockopt::ReceiveTimestampns, &true);
 }
 
 /// One received chunk: its payload and, when the kernel stamped it, the receive time

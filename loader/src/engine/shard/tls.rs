@@ -14,9 +14,11 @@ use io_uring::{opcode, types};
 use probes_ebpf::tls_outcome;
 use rustls::HandshakeKind;
 
-use super::conn::{Chunk, State};
-use super::shard::{OP_SEND, Shard, class_of_errno, user_data, waited_for_connection};
-use super::tls::{self, Tls};
+use super::connections::class_of_errno;
+use super::requests::waited_for_connection;
+use super::{OP_SEND, Shard, user_data};
+use crate::engine::conn::{Chunk, State};
+use crate::engine::tls::{self, Tls};
 use crate::record::ErrorClass;
 
 impl Shard {
@@ -64,13 +66,14 @@ impl Shard {
         if conn.state == State::Closing {
             return;
         }
+        let fd = conn.raw_fd();
         let Some(tls) = conn.tls.as_mut() else { return };
         if !tls.fill_out() {
             return;
         }
         // `tls.out` stays untouched until this send completes (`Tls::sending`), and the
         // boxed `Tls` lives as long as the connection has operations outstanding.
-        let entry = opcode::Send::new(types::Fd(conn.fd), tls.out.as_ptr(), tls.out.len() as u32)
+        let entry = opcode::Send::new(types::Fd(fd), tls.out.as_ptr(), tls.out.len() as u32)
             .build()
             .user_data(user_data(c, conn.generation, OP_SEND));
         conn.ops += 1;
@@ -79,6 +82,7 @@ impl Shard {
 
     pub(super) fn on_tls_sent(&mut self, c: usize, res: i32, now: u64) {
         let conn = &mut self.conns[c];
+        let fd = conn.raw_fd();
         let Some(tls) = conn.tls.as_mut() else { return };
         if res < 0 {
             tls.sending = false;
@@ -90,7 +94,7 @@ impl Shard {
         if tls.out_sent < tls.out.len() {
             // Short write: send the rest of the same buffer.
             let rest = &tls.out[tls.out_sent..];
-            let entry = opcode::Send::new(types::Fd(conn.fd), rest.as_ptr(), rest.len() as u32)
+            let entry = opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
                 .build()
                 .user_data(user_data(c, conn.generation, OP_SEND));
             conn.ops += 1;

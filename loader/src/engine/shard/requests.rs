@@ -1,0 +1,349 @@
+//! The shard's requests: dispatch on schedule, send, receive and parse, finish, and the one
+//! deadline every request has.
+
+use std::borrow::Cow;
+
+use io_uring::{opcode, types};
+
+use super::*;
+use crate::engine::conn::{Chunk, InFlight, State};
+use crate::engine::rxtime;
+use crate::record::ErrorClass;
+use crate::schedule::Due;
+
+impl Shard {
+    /// Hand every due request to a connection, in schedule order.
+    pub(super) fn dispatch(&mut self, now: u64) {
+        while let Some(due) = self.schedule.peek() {
+            if due.intended_ns > now {
+                break;
+            }
+            let deadline = due.intended_ns + self.timeout_ns;
+            if now >= deadline {
+                // Its deadline passed before any connection came free: never sent.
+                self.record.on_failure(
+                    due.phase,
+                    due.intended_ns,
+                    deadline,
+                    ErrorClass::Dropped,
+                    Cow::Borrowed("no connection came free before its deadline (intended time + timeout)"),
+                );
+                self.errors += 1;
+            } else if let Some(c) = self.idle.pop() {
+                self.in_flight += 1;
+                let f = self.take(due, now, deadline);
+                self.note_deadline(deadline);
+                self.send_request(c, f, f.waited);
+            } else if let Some(c) = self.closed.pop() {
+                self.in_flight += 1;
+                let f = self.take(due, now, deadline);
+                self.start_connect(c, Some(f), now);
+            } else {
+                self.pool.exhausted(now);
+                break;
+            }
+            self.schedule.advance();
+        }
+        if self.idle.is_empty() && self.closed.is_empty() {
+            self.pool.exhausted(now);
+        } else {
+            self.pool.free();
+        }
+    }
+
+    /// The request `due`, taken from the schedule at `now`.
+    pub(super) fn take(&self, due: Due, now: u64, deadline_ns: u64) -> InFlight {
+        InFlight {
+            phase: due.phase,
+            request: self.requests.pick(due.index),
+            intended_ns: due.intended_ns,
+            sent_ns: now,
+            deadline_ns,
+            written: 0,
+            retried: false,
+            waited: self.pool.waited(due.intended_ns),
+        }
+    }
+
+    pub(super) fn note_deadline(&mut self, deadline: u64) {
+        self.next_deadline = self.next_deadline.min(deadline);
+    }
+
+    pub(in crate::engine) fn send_request(&mut self, c: usize, mut f: InFlight, waited: bool) {
+        let now = self.clock.now_ns();
+        let own_lag = own_lag(f.intended_ns, now, self.woke_at, self.wake_target);
+        f.sent_ns = now;
+        let conn = &mut self.conns[c];
+        conn.state = State::Busy;
+        conn.inflight = Some(f);
+        conn.parser.expect_head(self.requests.head[f.request as usize]);
+        let (fd, generation) = (conn.raw_fd(), conn.generation);
+        // A request sent again after a stale connection was sent once already: counted then.
+        if !f.retried {
+            self.record.on_send(f.phase, f.intended_ns, now, own_lag, waited, self.in_flight);
+            self.sent += 1;
+        }
+        self.last_send_ns = Some(now);
+        if self.conns[c].tls.is_some() {
+            self.send_tls_request(c, f.request, now);
+            return;
+        }
+        let bytes = &self.requests.bytes[f.request as usize];
+        let entry = opcode::Send::new(types::Fd(fd), bytes.as_ptr(), bytes.len() as u32)
+            .build()
+            .user_data(user_data(c, generation, OP_SEND));
+        self.conns[c].ops += 1;
+        self.push(entry);
+    }
+
+    /// Arm the connection's multishot receive (once per socket, again only if the kernel
+    /// ended it, e.g. when it ran out of provided buffers).
+    pub(in crate::engine) fn arm_recv(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        if conn.recv_armed || !matches!(conn.state, State::Idle | State::Busy | State::Handshaking) {
+            return;
+        }
+        conn.recv_armed = true;
+        conn.ops += 1;
+        let entry = opcode::RecvMsgMulti::new(types::Fd(conn.raw_fd()), &*self.rx_header, self.bufs.group)
+            .build()
+            .user_data(user_data(c, conn.generation, OP_RECV));
+        self.push(entry);
+    }
+
+    pub(super) fn on_sent(&mut self, c: usize, res: i32, now: u64) {
+        if self.conns[c].tls.is_some() {
+            self.on_tls_sent(c, res, now);
+            return;
+        }
+        let conn = &mut self.conns[c];
+        let Some(f) = conn.inflight.as_mut() else { return };
+        if res < 0 {
+            self.on_socket_error(c, -res, now);
+            return;
+        }
+        let request = &self.requests.bytes[f.request as usize];
+        f.written += res as usize;
+        if f.written < request.len() {
+            // Short write: send the rest.
+            let rest = &request[f.written..];
+            let entry = opcode::Send::new(types::Fd(conn.raw_fd()), rest.as_ptr(), rest.len() as u32)
+                .build()
+                .user_data(user_data(c, conn.generation, OP_SEND));
+            conn.ops += 1;
+            self.push(entry);
+        }
+    }
+
+    /// Where a completed receive's payload lies in its buffer, and the kernel's stamp.
+    pub(super) fn received(&self, bid: Option<u16>, res: i32) -> Option<(std::ops::Range<usize>, Option<u64>)> {
+        let bid = bid?;
+        let buffer = self.bufs.get(bid, res as usize);
+        let chunk = rxtime::parse(buffer, &self.rx_header)?;
+        let start = chunk.payload.as_ptr() as usize - buffer.as_ptr() as usize;
+        Some((start..start + chunk.payload.len(), chunk.stamp_ns))
+    }
+
+    /// When the response on `c` completed: the kernel's stamp of the chunk that completed it
+    /// (clamped into the request's life), or the moment the shard read it.
+    pub(in crate::engine) fn completion_time(&self, c: usize, stamp: Option<u64>, now: u64) -> u64 {
+        let sent = self.conns[c].inflight.map_or(0, |f| f.sent_ns);
+        stamp.map_or(now, |s| self.realtime.run_time(s, sent, now))
+    }
+
+    pub(super) fn on_received(&mut self, c: usize, res: i32, bid: Option<u16>, now: u64) {
+        if res == -libc::ENOBUFS {
+            return; // re-armed by `complete`
+        }
+        let received = if res > 0 { self.received(bid, res) } else { None };
+        if self.conns[c].tls.is_some() {
+            self.on_tls_received(c, res, bid, received, now);
+            return;
+        }
+        if self.conns[c].inflight.is_none() {
+            // Nothing asked: the server closed an idle keep-alive connection (EOF), or sent
+            // bytes nobody requested. Either way the socket is done.
+            self.begin_close(c);
+            return;
+        }
+        if res < 0 {
+            self.on_socket_error(c, -res, now);
+            return;
+        }
+        let Some((range, stamp)) = received.or_else(|| (res == 0).then_some((0..0, None))) else {
+            self.fail_request(c, ErrorClass::Protocol, Cow::Borrowed("receive buffer without a readable layout"), now);
+            return;
+        };
+        if range.is_empty() {
+            self.on_eof(c, now);
+            return;
+        }
+        // A non-empty payload came in a buffer (`received` found one).
+        let Some(bid) = bid else { return };
+        let chunk = {
+            let data = &self.bufs.get(bid, res as usize)[range];
+            self.conns[c].take_chunk(data)
+        };
+        match chunk {
+            Err(e) => self.fail_request(c, ErrorClass::Protocol, e.0, now),
+            Ok(Chunk::More) => self.streaming = true,
+            Ok(Chunk::Done { status, close }) => {
+                let done = self.completion_time(c, stamp, now);
+                self.conns[c].parser.reset();
+                self.finish_answered(c, status, done);
+                if close || !self.keepalive {
+                    self.begin_close(c);
+                }
+            }
+        }
+    }
+
+    pub(in crate::engine) fn finish_answered(&mut self, c: usize, status: u16, done: u64) {
+        let conn = &mut self.conns[c];
+        let Some(f) = conn.inflight.take() else { return };
+        conn.served += 1;
+        self.record.on_response(f.phase, f.intended_ns, f.sent_ns, done, status);
+        if (200..400).contains(&status) {
+            self.ok += 1;
+        } else {
+            self.errors += 1;
+        }
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    pub(in crate::engine) fn finish_failed(
+        &mut self,
+        f: InFlight,
+        at_ns: u64,
+        class: ErrorClass,
+        message: Cow<'static, str>,
+    ) {
+        self.record.on_failure(f.phase, f.intended_ns, at_ns, class, message);
+        self.errors += 1;
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// Fail the connection's request with `class` and close the connection.
+    pub(in crate::engine) fn fail_request(
+        &mut self,
+        c: usize,
+        class: ErrorClass,
+        message: Cow<'static, str>,
+        now: u64,
+    ) {
+        if let Some(f) = self.conns[c].inflight.take() {
+            self.finish_failed(f, now, class, message);
+        }
+        self.begin_close(c);
+    }
+
+    /// Fail what has passed its deadline — requests, connects, handshakes — at exactly the
+    /// deadline, and note the earliest deadline still ahead.
+    pub(super) fn expire(&mut self, now: u64) {
+        let mut next = u64::MAX;
+        for c in 0..self.conns.len() {
+            let conn = &self.conns[c];
+            let deadline = match conn.state {
+                State::Busy => conn.inflight.map(|f| f.deadline_ns),
+                State::Connecting | State::Handshaking => {
+                    Some(conn.inflight.map_or(conn.connect_started_ns + self.timeout_ns, |f| f.deadline_ns))
+                }
+                State::Closing => conn.retry.map(|f| f.deadline_ns),
+                State::Idle | State::Closed => None,
+            };
+            let Some(deadline) = deadline else { continue };
+            if now < deadline {
+                next = next.min(deadline);
+                continue;
+            }
+            match conn.state {
+                State::Busy => self.fail_request(
+                    c,
+                    ErrorClass::Timeout,
+                    Cow::Borrowed("no complete response by its deadline (intended time + timeout)"),
+                    deadline,
+                ),
+                State::Closing => {
+                    if let Some(f) = self.conns[c].retry.take() {
+                        self.finish_failed(
+                            f,
+                            deadline,
+                            ErrorClass::Timeout,
+                            Cow::Borrowed("its deadline passed while it was being sent again on a fresh connection"),
+                        );
+                    }
+                }
+                State::Handshaking => {
+                    self.handshake_failed(c, || "the TLS handshake did not finish within the timeout".into());
+                    self.fail_request(
+                        c,
+                        ErrorClass::Timeout,
+                        Cow::Borrowed("the TLS handshake did not finish by the deadline"),
+                        deadline,
+                    );
+                }
+                _ => {
+                    self.record.connect_failures += 1;
+                    self.fail_request(
+                        c,
+                        ErrorClass::Timeout,
+                        Cow::Borrowed("the connection did not open by the deadline"),
+                        deadline,
+                    );
+                }
+            }
+        }
+        self.next_deadline = next;
+    }
+
+    /// The run stopped (or the shard failed) at `stopped_at`; at `now` it stops waiting.
+    /// Whatever is still in flight, or was due and waiting for a connection, is recorded as
+    /// `aborted` at `now` (a lower bound of its latency); what was not yet due as `unsent`.
+    pub(super) fn account_unfinished(&mut self, now: u64, stopped_at: u64) {
+        for c in 0..self.conns.len() {
+            let conn = &mut self.conns[c];
+            for f in [conn.inflight.take(), conn.retry.take()].into_iter().flatten() {
+                self.finish_failed(
+                    f,
+                    now,
+                    ErrorClass::Aborted,
+                    Cow::Borrowed("in flight when the run stopped (latency recorded then: a lower bound)"),
+                );
+            }
+        }
+        while let Some(due) = self.schedule.peek().filter(|d| d.intended_ns <= stopped_at) {
+            self.record.on_failure(
+                due.phase,
+                due.intended_ns,
+                now,
+                ErrorClass::Aborted,
+                Cow::Borrowed("due but not yet sent when the run stopped (latency recorded then: a lower bound)"),
+            );
+            self.errors += 1;
+            self.schedule.advance();
+        }
+        for (phase, n) in self.schedule.remaining() {
+            self.record.on_unsent(phase, n);
+        }
+        self.in_flight = 0;
+    }
+}
+
+/// The loader's own part of the lag of a send due at `intended`, sent at `sent`, by a shard
+/// that woke at `woke` from a sleep planned to end at `target`. The host's part is how late the
+/// timer fired past the later of the target and the due time; the rest — waiting on purpose
+/// (a batching window), then the shard's work before the send — is the loader's.
+pub(super) fn own_lag(intended: u64, sent: u64, woke: u64, target: u64) -> u64 {
+    let lag = sent.saturating_sub(intended);
+    let host = woke.saturating_sub(target.max(intended));
+    lag.saturating_sub(host)
+}
+
+/// Whether a request that opened its own connection counts as having waited for one — so
+/// its lateness is not laid at the loader's door: it waited for the pool before it was taken,
+/// or the loader took it on time and then waited for the connect (and handshake: the target's
+/// and the network's time, which the probes measure). `sent_ns` still holds the time it was
+/// taken here.
+pub(in crate::engine) fn waited_for_connection(f: &InFlight) -> bool {
+    f.waited || f.sent_ns.saturating_sub(f.intended_ns) <= crate::record::LATE_NS
+}
