@@ -12,13 +12,66 @@
 //! Plain root (no `SUDO_UID`, e.g. CI) keeps root: there is nobody to drop to, and nothing is
 //! printed. Not root: nothing to do.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
+use nix::unistd::{self, AccessFlags, Gid, Uid, User};
+
+/// Why root could not be dropped (or whom to drop to could not be told). Any of these ends
+/// the run: it never goes on as root when it meant to drop.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrivilegeError {
+    /// `SUDO_UID`/`SUDO_GID` do not name a user and group.
+    #[error("cannot tell whom to drop root to: {0}")]
+    SudoIds(String),
+    /// The output directory could not be created.
+    #[error("cannot create output directory {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// What this process created as root could not be handed over.
+    #[error("cannot hand {} over to uid {uid}: {source}", path.display())]
+    Chown {
+        /// The file or directory.
+        path: PathBuf,
+        /// The user.
+        uid: u32,
+        /// Why.
+        source: io::Error,
+    },
+    /// A credentials call failed.
+    #[error("{call}: {source}")]
+    Call {
+        /// The call and its arguments.
+        call: String,
+        /// The errno.
+        source: nix::Error,
+    },
+    /// After the drop, some id or capability of root is left.
+    #[error("dropping root did not hold: {0}")]
+    NotHeld(String),
+    /// The user cannot write the output directory.
+    #[error("output directory {} is not writable by uid {uid} ({source}); choose another --out", path.display())]
+    NotWritable {
+        /// The directory.
+        path: PathBuf,
+        /// The user.
+        uid: u32,
+        /// Why.
+        source: nix::Error,
+    },
+}
+
+fn call(call: impl Into<String>) -> impl FnOnce(nix::Error) -> PrivilegeError {
+    let call = call.into();
+    move |source| PrivilegeError::Call { call, source }
+}
 
 /// The user and group a sudo invocation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,12 +97,11 @@ pub struct Privileges {
 impl Privileges {
     /// From the environment: drop to `SUDO_UID`/`SUDO_GID` when running as root under sudo.
     /// Fails on a malformed `SUDO_UID`/`SUDO_GID` (better than guessing while root).
-    pub fn from_env(out: &Path) -> anyhow::Result<Privileges> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
+    pub fn from_env(out: &Path) -> Result<Privileges, PrivilegeError> {
+        let euid = unistd::geteuid().as_raw();
         let var = |name: &str| std::env::var(name).ok();
-        let to = sudo_ids(euid, var("SUDO_UID").as_deref(), var("SUDO_GID").as_deref())
-            .map_err(|why| anyhow::anyhow!("cannot tell whom to drop root to: {why}"))?;
+        let to =
+            sudo_ids(euid, var("SUDO_UID").as_deref(), var("SUDO_GID").as_deref()).map_err(PrivilegeError::SudoIds)?;
         Ok(Privileges { to, out: out.to_path_buf(), created: Vec::new(), dropped: false })
     }
 
@@ -61,10 +113,10 @@ impl Privileges {
     /// `fs::create_dir_all(dir)`, remembering the topmost directory it created so that
     /// [`drop_now`](Self::drop_now) hands it (and what was written in it) to the user.
     /// Directories that already existed are never chowned.
-    pub fn create_dir_all(&mut self, dir: &Path) -> anyhow::Result<()> {
+    pub fn create_dir_all(&mut self, dir: &Path) -> Result<(), PrivilegeError> {
         let top =
             dir.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).last().map(Path::to_path_buf);
-        fs::create_dir_all(dir).with_context(|| format!("cannot create output directory {}", dir.display()))?;
+        fs::create_dir_all(dir).map_err(|source| PrivilegeError::CreateDir { path: dir.to_path_buf(), source })?;
         if let Some(top) = top
             && self.to.is_some()
             && !self.dropped
@@ -80,42 +132,28 @@ impl Privileges {
     /// capability of root is left and that `setuid(0)` fails. `when` ends the printed line
     /// (`"after loading probes"`). An error here ends the run: it never goes on as root
     /// when it meant to drop.
-    pub fn drop_now(&mut self, when: &str) -> anyhow::Result<()> {
+    pub fn drop_now(&mut self, when: &str) -> Result<(), PrivilegeError> {
         let Some(ids) = self.to else { return Ok(()) };
         if self.dropped {
             return Ok(());
         }
         for dir in &self.created {
-            chown_tree(dir, ids).with_context(|| format!("cannot hand {} over to uid {}", dir.display(), ids.uid))?;
+            chown_tree(dir, ids).map_err(|source| PrivilegeError::Chown { path: dir.clone(), uid: ids.uid, source })?;
         }
         let groups = user_groups(ids);
-        // SAFETY: a valid pointer to `groups.len()` gids (or none).
-        if unsafe { libc::setgroups(groups.len(), groups.as_ptr()) } != 0 {
-            bail!("setgroups({groups:?}): {}", io::Error::last_os_error());
-        }
-        // SAFETY: setresgid/setresuid have no memory preconditions.
-        if unsafe { libc::setresgid(ids.gid, ids.gid, ids.gid) } != 0 {
-            bail!("setresgid({}): {}", ids.gid, io::Error::last_os_error());
-        }
-        // SAFETY: as above.
-        if unsafe { libc::setresuid(ids.uid, ids.uid, ids.uid) } != 0 {
-            bail!("setresuid({}): {}", ids.uid, io::Error::last_os_error());
-        }
+        unistd::setgroups(&groups).map_err(call(format!("setgroups({groups:?})")))?;
+        let (uid, gid) = (Uid::from_raw(ids.uid), Gid::from_raw(ids.gid));
+        unistd::setresgid(gid, gid, gid).map_err(call(format!("setresgid({gid})")))?;
+        unistd::setresuid(uid, uid, uid).map_err(call(format!("setresuid({uid})")))?;
         self.dropped = true;
-        verify(ids).context("dropping root did not hold")?;
+        verify(ids).map_err(PrivilegeError::NotHeld)?;
         println!("loader: dropped privileges to uid {} gid {} {when}", ids.uid, ids.gid);
         // access(2) checks the real ids, now the user's: fail before the load, not after it.
-        let out = CString::new(self.out.as_os_str().as_bytes()).context("output path contains NUL")?;
-        // SAFETY: a valid NUL-terminated path.
-        if unsafe { libc::access(out.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-            bail!(
-                "output directory {} is not writable by uid {} ({}); choose another --out",
-                self.out.display(),
-                ids.uid,
-                io::Error::last_os_error()
-            );
-        }
-        Ok(())
+        unistd::access(&self.out, AccessFlags::W_OK | AccessFlags::X_OK).map_err(|source| PrivilegeError::NotWritable {
+            path: self.out.clone(),
+            uid: ids.uid,
+            source,
+        })
     }
 }
 
@@ -138,44 +176,16 @@ fn sudo_ids(euid: u32, sudo_uid: Option<&str>, sudo_gid: Option<&str>) -> Result
 }
 
 /// The user's supplementary groups from the group database (`getgrouplist`), always holding
-/// `ids.gid`; just `[ids.gid]` when the uid has no passwd entry.
-fn user_groups(ids: Ids) -> Vec<libc::gid_t> {
-    let Some(name) = user_name(ids.uid) else { return vec![ids.gid] };
-    let mut groups: Vec<libc::gid_t> = vec![0; 64];
-    loop {
-        let mut n = groups.len() as libc::c_int;
-        // SAFETY: `name` is NUL-terminated; `groups` holds `n` gids; n is updated.
-        let rc = unsafe { libc::getgrouplist(name.as_ptr(), ids.gid, groups.as_mut_ptr(), &mut n) };
-        if rc >= 0 {
-            groups.truncate(n.max(0) as usize);
-            // Never root's group, whatever the database says.
-            groups.retain(|&g| g != 0);
-            if !groups.contains(&ids.gid) {
-                groups.push(ids.gid);
-            }
-            return groups;
-        }
-        if groups.len() >= 65_536 {
-            return vec![ids.gid];
-        }
-        let wanted = (n.max(0) as usize).max(groups.len() * 2);
-        groups.resize(wanted, 0);
+/// `ids.gid` and never root's group; just `[ids.gid]` when the uid has no passwd entry.
+fn user_groups(ids: Ids) -> Vec<Gid> {
+    let gid = Gid::from_raw(ids.gid);
+    let name = User::from_uid(Uid::from_raw(ids.uid)).ok().flatten().and_then(|u| CString::new(u.name).ok());
+    let mut groups = name.and_then(|n| unistd::getgrouplist(&n, gid).ok()).unwrap_or_default();
+    groups.retain(|g| g.as_raw() != 0);
+    if !groups.contains(&gid) {
+        groups.push(gid);
     }
-}
-
-/// The passwd name of `uid`.
-fn user_name(uid: u32) -> Option<CString> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: a zeroed passwd is a valid out-parameter.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: valid buffers of the given sizes; the result points into them.
-    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result) };
-    if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
-        return None;
-    }
-    // SAFETY: getpwuid_r succeeded, so pw_name is a NUL-terminated string inside `buf`.
-    Some(unsafe { CStr::from_ptr(pwd.pw_name) }.to_owned())
+    groups
 }
 
 /// `lchown -R dir uid:gid` (symlinks themselves, never their targets).
@@ -191,30 +201,29 @@ fn chown_tree(path: &Path, ids: Ids) -> io::Result<()> {
 
 /// After the drop: this thread's real/effective/saved ids, every thread's ids and
 /// capabilities (from `/proc/self/task/*/status`), and a `setuid(0)` that must fail.
-fn verify(ids: Ids) -> anyhow::Result<()> {
-    let (mut r, mut e, mut s) = (0, 0, 0);
-    // SAFETY: valid out-pointers.
-    unsafe { libc::getresuid(&mut r, &mut e, &mut s) };
+fn verify(ids: Ids) -> Result<(), String> {
+    let u = unistd::getresuid().map_err(|e| format!("getresuid: {e}"))?;
+    let (r, e, s) = (u.real.as_raw(), u.effective.as_raw(), u.saved.as_raw());
     if (r, e, s) != (ids.uid, ids.uid, ids.uid) {
-        bail!("getresuid: {r} {e} {s}, expected {}", ids.uid);
+        return Err(format!("getresuid: {r} {e} {s}, expected {}", ids.uid));
     }
-    // SAFETY: valid out-pointers.
-    unsafe { libc::getresgid(&mut r, &mut e, &mut s) };
+    let g = unistd::getresgid().map_err(|e| format!("getresgid: {e}"))?;
+    let (r, e, s) = (g.real.as_raw(), g.effective.as_raw(), g.saved.as_raw());
     if (r, e, s) != (ids.gid, ids.gid, ids.gid) {
-        bail!("getresgid: {r} {e} {s}, expected {}", ids.gid);
+        return Err(format!("getresgid: {r} {e} {s}, expected {}", ids.gid));
     }
-    for entry in fs::read_dir("/proc/self/task").context("/proc/self/task")? {
-        let path = entry?.path().join("status");
+    for entry in fs::read_dir("/proc/self/task").map_err(|e| format!("/proc/self/task: {e}"))? {
+        let path = entry.map_err(|e| format!("/proc/self/task: {e}"))?.path().join("status");
         let status = match fs::read_to_string(&path) {
             Ok(s) => s,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // the thread ended
-            Err(e) => return Err(e).with_context(|| path.display().to_string()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        check_thread_status(&status, ids).map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+        check_thread_status(&status, ids).map_err(|why| format!("{}: {why}", path.display()))?;
     }
-    // SAFETY: setuid has no memory preconditions. It must fail; if it did not, say so.
-    if unsafe { libc::setuid(0) } == 0 {
-        bail!("setuid(0) succeeded after the drop");
+    // It must fail; if it did not, say so.
+    if unistd::setuid(Uid::from_raw(0)).is_ok() {
+        return Err("setuid(0) succeeded after the drop".to_string());
     }
     Ok(())
 }

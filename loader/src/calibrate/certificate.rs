@@ -56,11 +56,9 @@ impl Fingerprint {
                 (k.trim() == *key).then(|| v.trim().to_string())
             })
         });
-        // SAFETY: sysconf has no preconditions.
-        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: getrlimit with a valid struct.
-        let nofile = (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim.rlim_max);
+        let online = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN).ok().flatten().unwrap_or(1);
+        let nofile =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok().map(|(_, hard)| hard);
         Fingerprint {
             cpu_model,
             cores: online.max(1) as u64,
@@ -233,8 +231,7 @@ pub fn default_dir() -> PathBuf {
     if let Some(d) = std::env::var_os(DIR_ENV) {
         return PathBuf::from(d);
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 { PathBuf::from(SYSTEM_DIR) } else { user_dir() }
+    if nix::unistd::geteuid().is_root() { PathBuf::from(SYSTEM_DIR) } else { user_dir() }
 }
 
 /// `$XDG_DATA_HOME/loader/certificates`, or `~/.local/share/loader/certificates`.

@@ -492,30 +492,21 @@ pub fn for_run(explicit: Option<&Path>) -> anyhow::Result<ForRun> {
 mod pin {
     use std::io;
 
+    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+    use nix::unistd::Pid;
+
     /// CPUs this thread may run on, ascending.
     pub fn allowed() -> io::Result<Vec<usize>> {
-        // SAFETY: a zeroed cpu_set_t is a valid empty set; the size passed is its own.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect())
-        }
+        let set = sched_getaffinity(Pid::from_raw(0))?;
+        Ok((0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
     }
 
     /// Restrict the calling thread (and the threads it starts from now on) to `cpus`.
     pub fn current_thread(cpus: &[usize]) -> io::Result<()> {
-        // SAFETY: as above; CPU_SET only writes inside the set for c < CPU_SETSIZE.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-                libc::CPU_SET(c, &mut set);
-            }
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(io::Error::last_os_error());
-            }
+        let mut set = CpuSet::new();
+        for &c in cpus.iter().filter(|&&c| c < CpuSet::count()) {
+            set.set(c)?;
         }
-        Ok(())
+        Ok(sched_setaffinity(Pid::from_raw(0), &set)?)
     }
 }

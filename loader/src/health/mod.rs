@@ -76,8 +76,7 @@ pub struct Sampler {
 impl Sampler {
     /// A sampler whose time zero is `started`; takes the baseline readings.
     pub fn new(started: Instant) -> Sampler {
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(0);
         let cgroup_stat = fs::read_to_string("/proc/self/cgroup")
             .ok()
             .and_then(|text| parse::cpu_stat_candidates(&text).into_iter().find(|p| std::path::Path::new(p).exists()));
@@ -168,9 +167,7 @@ impl Sampler {
 }
 
 fn nofile_limit() -> Option<u64> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit with a valid struct.
-    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim.rlim_cur)
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok().map(|(soft, _)| soft)
 }
 
 fn round1(x: f64) -> f64 {

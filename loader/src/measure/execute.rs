@@ -78,8 +78,7 @@ pub(super) fn execute(
         let handle = thread::Builder::new()
             .name(format!("loader-shard-{shard}"))
             .spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                let tid = unsafe { libc::gettid() };
+                let tid = nix::unistd::gettid().as_raw();
                 cfg.live.tid.store(tid as u64, Ordering::Relaxed);
                 let result = engine::run_shard(cfg);
                 let _ = ended_tx.send(());

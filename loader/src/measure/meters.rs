@@ -52,8 +52,7 @@ pub(super) struct CpuMeter {
 
 impl CpuMeter {
     pub fn new(lives: &[Arc<Live>]) -> Self {
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(0);
         CpuMeter { tids: lives.to_vec(), last: None, ticks_per_s: if hz > 0 { hz as f64 } else { 100.0 } }
     }
 

@@ -32,7 +32,7 @@ pub fn spawn(flags: &[String]) -> anyhow::Result<Target> {
     // SAFETY: prctl is async-signal-safe; the target must not outlive a killed calibration.
     unsafe {
         cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::SIGTERM)?;
             Ok(())
         });
     }
@@ -59,8 +59,7 @@ impl Target {
 
     fn shut_down(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // SAFETY: kill on our own child's pid.
-            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::SIGTERM);
             let _ = c.wait();
         }
     }
