@@ -21,14 +21,15 @@
 //! target-limited (lower-bound) certificate, and says so. `--target-threads` changes that
 //! choice knowingly.
 //!
-//! It does not own the run machinery (run.rs), the step verdicts' limits (`judge.rs`), or the
+//! It does not own the run machinery (measure/), the step verdicts' limits (`judge.rs`), or the
 //! `cert_ceiling` verdict reason (verdict/).
 
 mod certificate;
+mod for_run;
 mod judge;
+mod pin;
 mod steps;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
@@ -38,6 +39,7 @@ use anyhow::Context as _;
 pub use certificate::{
     AtCeiling, Certificate, Certified, DIR_ENV, Fingerprint, Found, RequestShape, SCHEMA, SYSTEM_DIR, Setup,
 };
+pub use for_run::{ForRun, for_run};
 pub use judge::{LimitedBy, Side, StepCall, StepFigures};
 
 use crate::Outcome;
@@ -415,98 +417,4 @@ fn render(c: &Certificate) -> String {
 
 fn join(cpus: &[usize]) -> String {
     cpus.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
-}
-
-/// What `loader run` compares with, and the one line it owes the user about it.
-#[derive(Debug, Clone, Default)]
-pub struct ForRun {
-    /// The figure to compare with (`None`: no certificate, or one without any figure).
-    pub certified: Option<Certified>,
-    /// One stderr line: no certificate, a different fingerprint, or a lower bound only.
-    /// Printed after the run, so a run that fails on bad input still says exactly one line.
-    pub note: Option<String>,
-}
-
-/// For `loader run`: the certificate to compare with (`--certificate FILE`, else the newest
-/// one of this machine), and a note when there is none, when the fingerprint differs, or when
-/// the certificate holds only a lower bound. A lower bound is still compared with (the run
-/// reports achieved/certified, marked `lower_bound`), but `cert_ceiling` above it annotates
-/// instead of invalidating: the headroom above a lower bound is unproven, not known missing.
-pub fn for_run(explicit: Option<&Path>) -> anyhow::Result<ForRun> {
-    let here = Fingerprint::of_this_machine();
-    let (path, cert, mut note) = match explicit {
-        Some(p) => {
-            let c = Certificate::load(p)?;
-            let d = here.differences(&c.fingerprint);
-            let note = (!d.is_empty()).then(|| {
-                format!(
-                    "loader: warning: certificate {} was measured on a different setup ({} differ): recalibrate with `loader calibrate`",
-                    p.display(),
-                    d.join(", ")
-                )
-            });
-            (p.to_path_buf(), c, note)
-        }
-        None => match certificate::find(&here) {
-            Found::Matching(p, c) => (p, c, None),
-            Found::Foreign(p, _, d) => {
-                let note = format!(
-                    "loader: warning: no certificate matches this machine (the newest, {}, differs in {}): run `loader calibrate`; achieved/ceiling not reported",
-                    p.display(),
-                    d.join(", ")
-                );
-                return Ok(ForRun { certified: None, note: Some(note) });
-            }
-            Found::None => {
-                let note = "loader: warning: no certificate for this machine: run `loader calibrate` (docs/calibration.md); achieved/ceiling not reported";
-                return Ok(ForRun { certified: None, note: Some(note.into()) });
-            }
-        },
-    };
-    let certified = match (cert.ceiling_rps, cert.lower_bound_rps) {
-        (Some(c), _) if c > 0.0 => Some(Certified { ceiling_rps: c, lower_bound: false }),
-        (_, Some(l)) if l > 0.0 => Some(Certified { ceiling_rps: l, lower_bound: true }),
-        _ => None,
-    };
-    if certified.as_ref().is_none_or(|c| c.lower_bound) {
-        let lower = format!(
-            "certificate {}: limited by the {}, {} req/s is a lower bound of this machine's ceiling, not a ceiling: achieved/certified is reported, and cert_ceiling annotates instead of invalidating",
-            path.display(),
-            match cert.limited_by {
-                LimitedBy::Target => "target",
-                LimitedBy::MaxRate => "--max-rate",
-                LimitedBy::Loader => "loader",
-            },
-            cert.lower_bound_rps.map_or("no".into(), |r| format!("{r:.0}")),
-        );
-        // Still one line when the fingerprint differs too.
-        note = Some(match note {
-            Some(n) => format!("{n}; {lower}"),
-            None => format!("loader: {lower}"),
-        });
-    }
-    Ok(ForRun { certified, note })
-}
-
-/// CPU affinity of the calling thread (`sched_{get,set}affinity` with pid 0).
-mod pin {
-    use std::io;
-
-    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-    use nix::unistd::Pid;
-
-    /// CPUs this thread may run on, ascending.
-    pub fn allowed() -> io::Result<Vec<usize>> {
-        let set = sched_getaffinity(Pid::from_raw(0))?;
-        Ok((0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
-    }
-
-    /// Restrict the calling thread (and the threads it starts from now on) to `cpus`.
-    pub fn current_thread(cpus: &[usize]) -> io::Result<()> {
-        let mut set = CpuSet::new();
-        for &c in cpus.iter().filter(|&&c| c < CpuSet::count()) {
-            set.set(c)?;
-        }
-        Ok(sched_setaffinity(Pid::from_raw(0), &set)?)
-    }
 }

@@ -19,143 +19,15 @@ use hdrhistogram::Histogram;
 
 use crate::schedule::Window;
 
+mod errors;
+
+use errors::status_message;
+pub use errors::{DETAIL_MESSAGES, ErrorClass, ErrorDetail, OTHER_MESSAGES};
+
 /// Highest latency a histogram holds, in microseconds (one hour); larger values saturate.
 const MAX_US: u64 = 3_600_000_000;
 /// A send this far behind its intended time counts as late.
 pub const LATE_NS: u64 = 10_000_000;
-
-/// Why a request did not end in a 2xx/3xx response.
-///
-/// Every planned request ends in exactly one place: `ok` or one of these classes, so that
-/// `planned = ok + Σ errors` holds for every phase of every run, stopped ones included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(usize)]
-pub enum ErrorClass {
-    /// HTTP 429 Too Many Requests.
-    Http429,
-    /// Other HTTP 4xx.
-    Http4xx,
-    /// HTTP 5xx.
-    Http5xx,
-    /// A final status outside 200–599 (a 1xx other than an interim response, 600 and up).
-    HttpOther,
-    /// No complete response by the request's deadline (intended send time + timeout).
-    Timeout,
-    /// The connection could not be opened (refused, unreachable, no local port, TLS refused).
-    Connect,
-    /// The peer reset or closed the connection mid-request.
-    Reset,
-    /// The response could not be parsed as HTTP/1.1, or broke a size limit.
-    Protocol,
-    /// Any other socket error, named in the error detail (its errno).
-    IoError,
-    /// Never sent: no connection became free before the request's deadline.
-    Dropped,
-    /// In flight, or due and waiting for a connection, when the run stopped (interrupt,
-    /// emergency stop) and stopped waiting: its latency is recorded at that instant, a lower
-    /// bound of the truth.
-    Aborted,
-    /// Planned but not yet due when the run stopped: never attempted, no latency.
-    Unsent,
-}
-
-impl ErrorClass {
-    /// Number of classes.
-    pub const COUNT: usize = 12;
-
-    /// Every class, in report order.
-    pub const ALL: [ErrorClass; ErrorClass::COUNT] = [
-        ErrorClass::Http429,
-        ErrorClass::Http4xx,
-        ErrorClass::Http5xx,
-        ErrorClass::HttpOther,
-        ErrorClass::Timeout,
-        ErrorClass::Connect,
-        ErrorClass::Reset,
-        ErrorClass::Protocol,
-        ErrorClass::IoError,
-        ErrorClass::Dropped,
-        ErrorClass::Aborted,
-        ErrorClass::Unsent,
-    ];
-
-    /// Stable name used in `summary.json`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Http429 => "http_429",
-            ErrorClass::Http4xx => "http_4xx",
-            ErrorClass::Http5xx => "http_5xx",
-            ErrorClass::HttpOther => "http_other",
-            ErrorClass::Timeout => "timeout",
-            ErrorClass::Connect => "connect",
-            ErrorClass::Reset => "reset",
-            ErrorClass::Protocol => "protocol",
-            ErrorClass::IoError => "io_error",
-            ErrorClass::Dropped => "dropped",
-            ErrorClass::Aborted => "aborted",
-            ErrorClass::Unsent => "unsent",
-        }
-    }
-
-    /// Class of an HTTP status, `None` for 2xx/3xx (ok). By range: 429 apart, 4xx, 5xx, and
-    /// everything else (1xx final answers, 600 and up) as `http_other`.
-    pub fn of_status(status: u16) -> Option<ErrorClass> {
-        match status {
-            200..=399 => None,
-            429 => Some(ErrorClass::Http429),
-            400..=499 => Some(ErrorClass::Http4xx),
-            500..=599 => Some(ErrorClass::Http5xx),
-            _ => Some(ErrorClass::HttpOther),
-        }
-    }
-
-    /// Classes that are failures of an attempted request (the error budget's numerator):
-    /// everything but `dropped` (judged apart), `aborted` and `unsent` (the run stopped).
-    pub fn is_failure(self) -> bool {
-        !matches!(self, ErrorClass::Dropped | ErrorClass::Aborted | ErrorClass::Unsent)
-    }
-}
-
-/// Distinct messages kept per error class; later distinct messages are counted together.
-pub const DETAIL_MESSAGES: usize = 8;
-/// The message under which distinct messages beyond [`DETAIL_MESSAGES`] are counted.
-pub const OTHER_MESSAGES: &str = "(other messages)";
-
-/// Why requests failed: per class, the first distinct messages and how often each occurred
-/// (like oha's error distribution). Written on failures only, never on the success path.
-#[derive(Debug, Clone, Default)]
-pub struct ErrorDetail {
-    /// Per class (indexed like [`ErrorClass::ALL`]): `(message, count)` in order of first
-    /// occurrence, at most [`DETAIL_MESSAGES`] of them plus [`OTHER_MESSAGES`].
-    pub by_class: [Vec<(Cow<'static, str>, u64)>; ErrorClass::COUNT],
-}
-
-impl ErrorDetail {
-    /// Count `n` failures of `class` with `message`.
-    pub fn note(&mut self, class: ErrorClass, message: Cow<'static, str>, n: u64) {
-        let list = &mut self.by_class[class as usize];
-        if let Some(entry) = list.iter_mut().find(|(m, _)| *m == message) {
-            entry.1 += n;
-            return;
-        }
-        if list.len() < DETAIL_MESSAGES {
-            list.push((message, n));
-            return;
-        }
-        match list.iter_mut().find(|(m, _)| m == OTHER_MESSAGES) {
-            Some(other) => other.1 += n,
-            None => list.push((Cow::Borrowed(OTHER_MESSAGES), n)),
-        }
-    }
-
-    fn merge(&mut self, other: &ErrorDetail) {
-        for (class, list) in ErrorClass::ALL.iter().zip(&other.by_class) {
-            for (message, n) in list {
-                self.note(*class, message.clone(), *n);
-            }
-        }
-    }
-}
 
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, 3).expect("static histogram bounds are valid")
@@ -485,20 +357,6 @@ impl ShardRecord {
         self.details.merge(&other.details);
         self.retried_on_stale_connection += other.retried_on_stale_connection;
         self.tls.merge(&other.tls);
-    }
-}
-
-/// The error-detail message of a failing status: the status itself (`status 503`), so the
-/// detail is a status-code distribution.
-fn status_message(status: u16) -> Cow<'static, str> {
-    match status {
-        429 => Cow::Borrowed("status 429"),
-        500 => Cow::Borrowed("status 500"),
-        502 => Cow::Borrowed("status 502"),
-        503 => Cow::Borrowed("status 503"),
-        504 => Cow::Borrowed("status 504"),
-        404 => Cow::Borrowed("status 404"),
-        _ => Cow::Owned(format!("status {status}")),
     }
 }
 
