@@ -16,6 +16,10 @@
 # (paced by an absolute IORING_OP_TIMEOUT on tokio-uring's ring), tokio-uring-spin (on request:
 # yield_now until due; see bench/uring-proto/src/pace.rs for why it is not in the default set).
 #
+# --rt PRIO runs the target and every tool under SCHED_FIFO at PRIO (chrt -f), so the other
+# work on a shared host cannot preempt them; the kernel's RT throttling (95 % of each CPU by
+# default) still bounds them. Off by default: a load machine does not normally run that way.
+#
 # Output: per run a line; at the end a markdown table of medians over the rounds (with the
 # min–max of the two noisiest columns), also written to OUT_DIR/results.md. See docs/design.md.
 set -euo pipefail
@@ -23,11 +27,12 @@ set -euo pipefail
 usage() {
     cat <<'EOF'
 usage: bench/uring_proto.sh [--rounds N] [--duration SECONDS] [--warmup SECONDS] [--rates R1,R2]
-                            [--connections N] [--tools t1,t2,...] [--out DIR]
+                            [--connections N] [--tools t1,t2,...] [--rt PRIO] [--out DIR]
 
 Defaults (also from the environment; flags win): ROUNDS 3, DURATION 10, WARMUP 1,
 RATES 1000,10000, CONNECTIONS 64, TOOLS loader,loader-1ms,tokio-uring-sleep,tokio-uring-timeout
-(tokio-uring-spin on request), OUT_DIR out/bench/uring-proto-<time>, LOAD_CPU 0, TARGET_CPU 1.
+(tokio-uring-spin on request), RT_PRIO (none), OUT_DIR out/bench/uring-proto-<time>,
+LOAD_CPU 0, TARGET_CPU 1.
 EOF
 }
 
@@ -44,6 +49,7 @@ tools=${TOOLS:-loader,loader-1ms,tokio-uring-sleep,tokio-uring-timeout}
 out_dir=${OUT_DIR:-$repo/out/bench/uring-proto-$(date +%Y%m%d-%H%M%S)}
 load_cpu=${LOAD_CPU:-0}
 target_cpu=${TARGET_CPU:-1}
+rt_prio=${RT_PRIO:-}
 
 while (($#)); do
     case $1 in
@@ -53,6 +59,7 @@ while (($#)); do
         --rates) rates=$2; shift 2 ;;
         --connections) connections=$2; shift 2 ;;
         --tools) tools=$2; shift 2 ;;
+        --rt) rt_prio=$2; shift 2 ;;
         --out) out_dir=$2; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "uring_proto: unknown argument: $1" >&2; usage >&2; exit 2 ;;
@@ -63,6 +70,9 @@ die() { echo "uring_proto: $*" >&2; exit 1; }
 [[ $rounds =~ ^[1-9][0-9]*$ && $rounds -le 20 ]] || die "--rounds must be 1..20"
 [[ $duration =~ ^[1-9][0-9]*$ && $duration -le 600 ]] || die "--duration must be 1..600 seconds"
 [[ $warmup =~ ^[0-9]+$ ]] || die "--warmup must be whole seconds"
+[[ -z $rt_prio || ($rt_prio =~ ^[0-9]+$ && $rt_prio -ge 1 && $rt_prio -le 99) ]] || die "--rt must be 1..99"
+rt=()
+if [[ -n $rt_prio ]]; then rt=(chrt -f "$rt_prio"); fi
 IFS=, read -r -a rate_list <<<"$rates"
 IFS=, read -r -a order <<<"$tools"
 for tool in "${order[@]}"; do
@@ -93,7 +103,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-taskset -c "$target_cpu" "$loader_bin" target --listen "127.0.0.1:$port" >"$out_dir/target.log" 2>&1 &
+${rt[@]+"${rt[@]}"} taskset -c "$target_cpu" "$loader_bin" target --listen "127.0.0.1:$port" >"$out_dir/target.log" 2>&1 &
 target_pid=$!
 for _ in $(seq 50); do
     if "${harness[@]}" check-target "$url" >/dev/null 2>&1; then break; fi
@@ -108,7 +118,7 @@ done
     echo "loader: $("$loader_bin" --version)"
     echo "prototype: tokio-uring $(grep -A1 '^name = "tokio-uring"' "$here/uring-proto/Cargo.lock" | sed -n 's/version = "\(.*\)"/\1/p')"
     echo "rounds $rounds, duration ${duration}s, warm-up ${warmup}s, rates $rates, connections $connections"
-    echo "load CPU $load_cpu, target CPU $target_cpu, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "load CPU $load_cpu, target CPU $target_cpu, scheduling ${rt_prio:+SCHED_FIFO }${rt_prio:-normal}, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$out_dir/host.txt"
 
 results=$out_dir/results.tsv
@@ -132,7 +142,7 @@ run_one() {
                 --connections "$connections" --pace "$pace" --cpu "$load_cpu") ;;
     esac
     "${harness[@]}" rusage "$log.rusage" -- \
-        timeout --foreground -k 5 "$limit" taskset -c "$load_cpu" "${cmd[@]}" >"$log.out" 2>"$log.err" || code=$?
+        timeout --foreground -k 5 "$limit" ${rt[@]+"${rt[@]}"} taskset -c "$load_cpu" "${cmd[@]}" >"$log.out" 2>"$log.err" || code=$?
     local parsed
     if ! parsed=$(python3 - "$tool" "$log" <<'EOF'
 import json, sys
