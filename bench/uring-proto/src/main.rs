@@ -70,7 +70,7 @@ fn parse_args() -> Result<Args, String> {
     }
     let rate = rate.filter(|r| *r > 0.0).ok_or("--rate must be > 0")?;
     let duration_s = duration_s.filter(|d| *d > 0.0).ok_or("--duration must be > 0")?;
-    if !(warmup_s >= 0.0) {
+    if warmup_s.is_nan() || warmup_s < 0.0 {
         return Err("--warmup must be >= 0".into());
     }
     if connections == 0 {
