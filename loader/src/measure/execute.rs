@@ -88,13 +88,14 @@ pub(super) fn execute(
         handles.push(handle);
     }
 
+    // The CPU meter's baseline and the probes both need the shards' thread ids.
+    let give_up = Instant::now() + Duration::from_millis(200);
+    while lives.iter().any(|l| l.tid.load(Ordering::Relaxed) == 0) && Instant::now() < give_up {
+        thread::sleep(Duration::from_millis(1));
+    }
     // The shards' run-queue delay is kept apart from the other threads' (its delay moves
     // sends; the main thread's does not): tell the probes which threads they are.
     if let Some(p) = probes.as_deref_mut() {
-        let give_up = Instant::now() + Duration::from_millis(200);
-        while lives.iter().any(|l| l.tid.load(Ordering::Relaxed) == 0) && Instant::now() < give_up {
-            thread::sleep(Duration::from_millis(1));
-        }
         let tids: Vec<u32> = lives.iter().map(|l| l.tid.load(Ordering::Relaxed) as u32).filter(|&t| t != 0).collect();
         if let Err(e) = p.mark_shards(&tids) {
             eprintln!(

@@ -51,9 +51,14 @@ pub(super) struct CpuMeter {
 }
 
 impl CpuMeter {
+    /// A meter over the shards' threads, with its baseline taken now: the first sample is
+    /// the CPU since this call, not a zero.
     pub fn new(lives: &[Arc<Live>]) -> Self {
         let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(0);
-        CpuMeter { tids: lives.to_vec(), last: None, ticks_per_s: if hz > 0 { hz as f64 } else { 100.0 } }
+        let mut meter =
+            CpuMeter { tids: lives.to_vec(), last: None, ticks_per_s: if hz > 0 { hz as f64 } else { 100.0 } };
+        meter.sample();
+        meter
     }
 
     /// CPU time of one thread so far, ns.
