@@ -1,0 +1,125 @@
+//! The house rules of `loader/src`, checked on the sources: the top-level modules import each
+//! other without a cycle, and no source file grows past the size a reader can hold (tests and
+//! tables excepted). Doc comments and `#[cfg(test)]` modules do not count as imports.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Lines of non-test code above which a file must be split (the design card says ~500).
+const MAX_LINES: usize = 520;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../loader/src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("read loader/src") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file without its `#[cfg(test)]` module (by convention the last item) and
+/// without comment lines.
+fn code(text: &str) -> Vec<&str> {
+    text.lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect()
+}
+
+/// The top-level module a file belongs to (`engine/shard/mod.rs` → `engine`).
+fn top_module(path: &Path) -> String {
+    let rel = path.strip_prefix(src()).expect("under loader/src");
+    let first = rel.components().next().expect("a component").as_os_str().to_string_lossy().into_owned();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// `crate::NAME` references and `use crate::{A, B::…}` groups in `lines`.
+fn crate_refs(lines: &[&str]) -> BTreeSet<String> {
+    let text = lines.join("\n");
+    let mut refs = BTreeSet::new();
+    let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
+    for (i, _) in text.match_indices("crate::") {
+        let rest = &text[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let group = &group[..group.find('}').unwrap_or(group.len())];
+            for item in group.split(',') {
+                let name = ident(item.trim());
+                if !name.is_empty() {
+                    refs.insert(name);
+                }
+            }
+        } else {
+            refs.insert(ident(rest));
+        }
+    }
+    refs
+}
+
+#[test]
+fn top_level_modules_have_no_import_cycle() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let tops: BTreeSet<String> = files.iter().map(|f| top_module(f)).collect();
+    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let text = fs::read_to_string(file).expect("read a source file");
+        let from = top_module(file);
+        for to in crate_refs(&code(&text)) {
+            if to != from && tops.contains(&to) && !["lib", "main"].contains(&to.as_str()) {
+                deps.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    assert!(deps.len() >= 10, "the scan found too few modules to mean anything: {deps:?}");
+    assert!(deps["commands"].contains("measure"), "the scan misses a known import: {deps:?}");
+    // A cycle exists when some module reaches itself.
+    let mut cycles = Vec::new();
+    for start in deps.keys() {
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<(String, Vec<String>)> = vec![(start.clone(), vec![start.clone()])];
+        while let Some((at, path)) = stack.pop() {
+            for next in deps.get(&at).into_iter().flatten() {
+                if next == start {
+                    cycles.push(format!("{} -> {start}", path.join(" -> ")));
+                } else if seen.insert(next.clone()) {
+                    let mut longer = path.clone();
+                    longer.push(next.clone());
+                    stack.push((next.clone(), longer));
+                }
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "module cycles in loader/src:\n{}", cycles.join("\n"));
+}
+
+#[test]
+fn no_source_file_is_oversized() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    assert!(files.len() > 50, "found only {} files", files.len());
+    let mut big: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let text = fs::read_to_string(f).expect("read a source file");
+            let n = code(&text).len();
+            (n > MAX_LINES).then(|| format!("{}: {n} lines of code", f.strip_prefix(src()).unwrap().display()))
+        })
+        .collect();
+    big.sort();
+    assert!(big.is_empty(), "split these by responsibility (limit {MAX_LINES}):\n{}", big.join("\n"));
+}
+
+#[test]
+fn the_cycle_scan_sees_a_cycle_when_there_is_one() {
+    // The scanner itself: a planted pair of references is found, comments are not.
+    let a = ["use crate::{report::text, summary};", "// crate::ignored", "fn f() { crate::verdict::judge() }"];
+    let refs = crate_refs(&code(&a.join("\n")));
+    assert_eq!(refs, ["report", "summary", "verdict"].iter().map(|s| s.to_string()).collect());
+}
