@@ -1,22 +1,27 @@
 //! loader — an open-loop HTTP load generator that proves whether its own numbers can be trusted.
 //!
-//! The pipeline, one module per stage:
+//! The pipeline, one module per stage (`docs/architecture.md` draws both flows):
 //!
-//! - [`scenario`]: what the user wrote (flags, later TOML) → [`scenario::Spec`] (validated)
+//! - [`scenario`]: what the user wrote (flags, TOML) → [`scenario::Spec`] (validated)
 //!   → [`scenario::Plan`] (phases with absolute start times and rates).
 //! - [`schedule`]: pure; the intended send time of every request, split across shards.
 //! - [`engine`]: one thread and one io_uring ring per shard; keep-alive connections,
 //!   pre-encoded requests, HTTP/1.1 framing; sends on schedule and records.
 //! - [`record`]: per-shard HdrHistograms per phase (corrected latency, service time, send lag)
 //!   and per-second series, merged once after the run.
+//! - [`measure`]: runs the shards and samples CPU, health and probes each second; the core
+//!   `run` and `calibrate` share.
+//! - [`summary`]: the `loader.summary/v1` types every later stage reads, and their build.
+//! - [`analysis`]: steps against the SLO, knees, cliff, capacity.
 //! - [`probes`]: eBPF programs on the loader's own process (tgid) and sockets.
 //! - [`health`]: the `/proc` and cgroup half of loader health (the fallback without probes).
 //! - [`verdict`]: whether the numbers can be trusted, and which side explains each anomaly.
-//! - [`report`]: terminal table and `summary.json`.
-//! - [`target`]: the built-in endpoint used by demos, calibration and tests.
+//! - [`report`]: terminal tables, `summary.json`, the HDR interval log.
+//! - [`commands`]: each command orders the stages; [`calibrate`] certifies the machine;
+//!   [`target`] is the built-in endpoint used by demos, calibration and tests.
 //!
 //! `main.rs` only parses flags, calls [`run`] and maps the [`Outcome`] to an exit code;
-//! integration tests drive the same binary.
+//! the end-to-end suites in `tests/` drive the same binary.
 
 #![deny(missing_docs)]
 

@@ -1,9 +1,9 @@
 //! The commands: each wires the stages together and maps its end to an [`Outcome`]. The
 //! stages live in their own modules; these files only order them.
 //!
-//! - `loader run` ([`run`]): spec → (built-in target) → plan → probes → [`crate::measure`]
+//! - `loader run` (`run.rs`): spec → (built-in target) → plan → probes → [`crate::measure`]
 //!   → verdict and analysis → outputs, once per `--repeat`, then the capacity plan.
-//! - `loader verdict DIR` ([`verdict`]): a saved summary judged again with other limits.
+//! - `loader verdict DIR` (`verdict.rs`): a saved summary judged again with other limits.
 //! - `loader calibrate`: the [`crate::calibrate`] module.
 //! - `loader target`: the [`crate::target`] module.
 
