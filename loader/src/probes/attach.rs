@@ -17,6 +17,7 @@ use super::{
     connect_latency::ConnectLatencyReader,
     counters,
     drops::DropsReader,
+    kernel_log::{self, KernelLog},
     privilege, probe,
     runqueue::{self, RunqueueReader},
     series::Series,
@@ -124,6 +125,9 @@ impl Probes {
 
         let mut loader = EbpfLoader::new();
         loader.override_global(names::TARGET_TGID, &tgid, true);
+        // 0 (off) unless the loader logs at debug or trace; see `kernel_log.rs`.
+        let log_level = kernel_log::level();
+        loader.override_global(aya_log::LEVEL, &log_level, true);
         if let Ok(layout) = &set_state {
             loader.override_global(names::SET_STATE_LAYOUT, layout, true);
         }
@@ -146,6 +150,11 @@ impl Probes {
             loader.override_global(names::SWITCH_LAYOUT, layout, true);
         }
         let mut ebpf = loader.load(OBJECT).map_err(Unavailable::Load)?;
+        // Without it the programs' records stay in their ring buffer; every probe still runs.
+        let kernel_log = KernelLog::start(&mut ebpf).unwrap_or_else(|why| {
+            log::warn!("{why}");
+            None
+        });
 
         let mut availability = BTreeMap::new();
         let mut attached = Vec::new();
@@ -243,6 +252,7 @@ impl Probes {
             misses_at_reset: BTreeMap::new(),
             series: Series::new(),
             mounted_tracefs: mounted_now,
+            kernel_log,
         })
     }
 }

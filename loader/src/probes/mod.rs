@@ -30,6 +30,9 @@
 //! [`Probes::sample`], called once a second by the run, adds one [`ProbeSample`] to a bounded
 //! per-second series.
 //!
+//! The programs report their rare conditions (a lost event and what it was) through aya-log
+//! at debug level; the loader shows them at `--log-level debug` only (`kernel_log.rs`).
+//!
 //! What start-up does to the host: when tracefs is not mounted it mounts it on
 //! `/sys/kernel/tracing` and leaves it mounted. Nothing else.
 //!
@@ -39,15 +42,17 @@
 //!
 //! Files, by responsibility: `attach.rs` (start-up: layouts, globals, loading, attaching
 //! with per-probe fallback), `unavailable.rs` (why not), `series.rs` (the per-second series
-//! and the cumulative readings), `loss.rs` (lost events and their shares), `counters.rs`
-//! (typed map handles), one reader per probe, `histogram.rs`, `readings.rs` (the value
-//! types), `tracefs.rs` (format files), `privilege.rs`, `time_wait.rs` (`/proc`).
+//! and the cumulative readings), `loss.rs` (lost events and their shares), `kernel_log.rs`
+//! (the programs' own log), `counters.rs` (typed map handles), one reader per probe,
+//! `histogram.rs`, `readings.rs` (the value types), `tracefs.rs` (format files),
+//! `privilege.rs`, `time_wait.rs` (`/proc`).
 
 mod attach;
 mod connect_latency;
 mod counters;
 mod drops;
 mod histogram;
+mod kernel_log;
 mod loss;
 mod privilege;
 mod readings;
@@ -148,6 +153,10 @@ pub struct Probes {
     series: Series,
     /// True when start-up found tracefs unmounted and mounted it.
     mounted_tracefs: bool,
+    /// The programs' own log, forwarded to the `log` facade at debug and trace only. Last,
+    /// so it is dropped (and drained) after the programs detach.
+    #[expect(dead_code, reason = "held for its drop, which stops the reader thread")]
+    kernel_log: Option<kernel_log::KernelLog>,
 }
 
 impl Probes {
