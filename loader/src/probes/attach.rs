@@ -128,6 +128,9 @@ impl Probes {
         // 0 (off) unless the loader logs at debug or trace; see `kernel_log.rs`.
         let log_level = kernel_log::level();
         loader.override_global(aya_log::LEVEL, &log_level, true);
+        if let Some(capacity) = socks_capacity_for_tests() {
+            loader.map_max_entries(names::LOADER_SOCKS, capacity);
+        }
         if let Ok(layout) = &set_state {
             loader.override_global(names::SET_STATE_LAYOUT, layout, true);
         }
@@ -256,3 +259,20 @@ impl Probes {
         })
     }
 }
+
+/// Test hook: `LOADER_TEST_SOCKS_CAPACITY=N` sizes `LOADER_SOCKS` to N sockets instead of
+/// `LOADER_SOCKS_CAPACITY`, so that a test fills it with a few connections and sees the
+/// programs report it (`tests/probe_log.rs`). Unset in normal use.
+fn socks_capacity_for_tests() -> Option<u32> {
+    let value = std::env::var(SOCKS_CAPACITY_VAR).ok()?;
+    match value.parse() {
+        Ok(capacity) if capacity > 0 => Some(capacity),
+        _ => {
+            log::warn!("{SOCKS_CAPACITY_VAR}={value:?} is not a positive number: ignored");
+            None
+        }
+    }
+}
+
+/// The environment variable of [`socks_capacity_for_tests`].
+const SOCKS_CAPACITY_VAR: &str = "LOADER_TEST_SOCKS_CAPACITY";
