@@ -15,6 +15,38 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// What loader logs on stderr: error | warn | info | debug | trace [default: warn, or as
+    /// RUST_LOG says]. At debug and trace the eBPF probes report their rare conditions too (a
+    /// lost event and which socket or thread it was). Libraries' records follow RUST_LOG.
+    #[arg(long, global = true, value_enum)]
+    pub log_level: Option<LogLevel>,
+}
+
+/// Values of `--log-level`, most to least severe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Errors and warnings (the default).
+    Warn,
+    /// And progress notes.
+    Info,
+    /// And diagnostics, the eBPF programs' own included.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+impl From<LogLevel> for log::LevelFilter {
+    fn from(level: LogLevel) -> log::LevelFilter {
+        match level {
+            LogLevel::Error => log::LevelFilter::Error,
+            LogLevel::Warn => log::LevelFilter::Warn,
+            LogLevel::Info => log::LevelFilter::Info,
+            LogLevel::Debug => log::LevelFilter::Debug,
+            LogLevel::Trace => log::LevelFilter::Trace,
+        }
+    }
 }
 
 /// The subcommands of DESIGN.md's command contract.

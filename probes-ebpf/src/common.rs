@@ -1,5 +1,13 @@
 //! What every kernel program shares: the loader's tgid, the lost counters, reading a
 //! tracepoint field at an offset user space found, per-CPU counting and histograms.
+//!
+//! Rare conditions — an event that goes to `LOST`, or a map update that failed — are also
+//! reported with `aya_log_ebpf::debug!`, with what the counter cannot say (which socket,
+//! thread or offset). The counters stay the record the verdict reads; the log is for a person
+//! finding out why. User space sets aya-log's `AYA_LOG_LEVEL` global (in `.rodata`, frozen at
+//! load) to 0 unless the loader runs with `--log-level debug` or `trace`; the verifier then
+//! knows every `debug!` branch is never taken and removes its code, so a disabled log costs
+//! the programs nothing and writes nothing to the `AYA_LOGS` ring buffer.
 
 use aya_ebpf::{
     Global,
@@ -8,6 +16,7 @@ use aya_ebpf::{
     maps::PerCpuArray,
     programs::TracePointContext,
 };
+use aya_log_ebpf::debug;
 use probes_ebpf::{NO_FIELD, hist, lost, runs};
 
 /// The loader's tgid (`names::TARGET_TGID`), set by user space before load. 0 follows nothing.
@@ -60,12 +69,14 @@ pub(crate) fn lost(reason: u32) {
 pub(crate) fn read<T>(ctx: &TracePointContext, offset: u32) -> Result<T, u32> {
     if offset == NO_FIELD {
         lost(lost::READ_FAILED);
+        debug!(ctx, "lost read_failed: this kernel's tracepoint has no such field");
         return Err(0);
     }
     // SAFETY: `bpf_probe_read_kernel` copies into a local and reports a bad address as an
     // error instead of faulting; `T` is a plain integer, valid for every bit pattern.
-    unsafe { ctx.read_at::<T>(offset as usize) }.map_err(|_| {
+    unsafe { ctx.read_at::<T>(offset as usize) }.map_err(|errno| {
         lost(lost::READ_FAILED);
+        debug!(ctx, "lost read_failed: bpf_probe_read_kernel at offset {} of the record: {}", offset, errno);
         0
     })
 }

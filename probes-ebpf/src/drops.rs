@@ -18,6 +18,7 @@ use aya_ebpf::{
     maps::PerCpuArray,
     programs::TracePointContext,
 };
+use aya_log_ebpf::debug;
 use probes_ebpf::{DROP_REASON_SLOTS, KfreeSkbLayout, lost};
 
 use crate::{
@@ -52,6 +53,7 @@ fn try_drops(ctx: &TracePointContext) -> Result<u32, u32> {
         bump(&DROP_COUNTS, reason);
     } else {
         crate::common::lost(lost::DROP_REASON_OUT_OF_RANGE);
+        debug!(ctx, "lost drop_reason_out_of_range: drop reason {} on socket {:x} is not counted", reason, rx_sk);
     }
     Ok(0)
 }

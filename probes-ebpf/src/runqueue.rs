@@ -40,6 +40,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray},
     programs::TracePointContext,
 };
+use aya_log_ebpf::debug;
 use probes_ebpf::{
     SchedSwitchLayout, SchedWakeupLayout, TASK_REPORT_EXITED, TASK_REPORT_MASK, TIDS_CAPACITY, hist, lost, runs,
     thread_role,
@@ -98,13 +99,13 @@ fn try_runq_wakeup(ctx: &TracePointContext, new_task: bool) -> Result<u32, u32> 
         if !current_is_loader() {
             return Ok(0);
         }
-        if LOADER_TIDS.insert(tid, thread_role::OTHER, u64::from(BPF_ANY)).is_err() {
-            crate::common::lost(lost::TID_MAP_FULL);
+        if let Err(errno) = LOADER_TIDS.insert(tid, thread_role::OTHER, u64::from(BPF_ANY)) {
+            tid_map_full(ctx, "LOADER_TIDS", tid, errno);
         }
     } else if LOADER_TIDS.get_ptr(tid).is_none() {
         return Ok(0);
     }
-    start(tid);
+    start(ctx, tid);
     Ok(0)
 }
 
@@ -139,13 +140,13 @@ fn try_runq_switch(ctx: &TracePointContext) -> Result<u32, u32> {
             } else {
                 // BPF_NOEXIST: an update per switch is not needed once known; EEXIST is fine.
                 if LOADER_TIDS.get_ptr(prev).is_none()
-                    && LOADER_TIDS.insert(prev, thread_role::OTHER, u64::from(BPF_NOEXIST)).is_err()
+                    && let Err(errno) = LOADER_TIDS.insert(prev, thread_role::OTHER, u64::from(BPF_NOEXIST))
                 {
-                    crate::common::lost(lost::TID_MAP_FULL);
+                    tid_map_full(ctx, "LOADER_TIDS", prev, errno);
                 }
                 if prev_state & TASK_REPORT_MASK == 0 {
                     // Preempted, still runnable: waiting in the run queue from now.
-                    start(prev);
+                    start(ctx, prev);
                 } else {
                     // Going to sleep. A wake-up that arrived while it was still running (it
                     // had set itself sleeping, say in io_uring's wait, and was woken before
@@ -179,8 +180,18 @@ fn try_runq_switch(ctx: &TracePointContext) -> Result<u32, u32> {
 
 /// Thread `tid` is runnable from now.
 #[inline(always)]
-fn start(tid: u32) {
-    if RUNQ_START.insert(tid, now_ns(), u64::from(BPF_ANY)).is_err() {
-        crate::common::lost(lost::TID_MAP_FULL);
+fn start(ctx: &TracePointContext, tid: u32) {
+    if let Err(errno) = RUNQ_START.insert(tid, now_ns(), u64::from(BPF_ANY)) {
+        tid_map_full(ctx, "RUNQ_START", tid, errno);
     }
+}
+
+/// Count (`lost::TID_MAP_FULL`) and report a loader thread `map` had no room for.
+#[inline(always)]
+fn tid_map_full(ctx: &TracePointContext, map: &str, tid: u32, errno: i32) {
+    crate::common::lost(lost::TID_MAP_FULL);
+    debug!(
+        ctx,
+        "lost tid_map_full: {} insert failed ({}) for thread {}: a run-queue delay is missing", map, errno, tid
+    );
 }

@@ -48,6 +48,7 @@ use aya_ebpf::{
     maps::{HashMap, LruHashMap, PerCpuArray},
     programs::TracePointContext,
 };
+use aya_log_ebpf::debug;
 use probes_ebpf::{
     CLOSED_SOCKS_CAPACITY, IPPROTO_TCP, LOADER_SOCKS_CAPACITY, SetStateLayout, TRANSITION_SLOTS, hist, lost, runs,
     tcp_state, transition_index,
@@ -112,9 +113,16 @@ fn try_tcp_states(ctx: &TracePointContext) -> Result<u32, u32> {
             return Ok(0);
         }
         // BPF_ANY: a freed socket's address may be reused before we saw its CLOSE.
-        if LOADER_SOCKS.insert(skaddr, now_ns(), u64::from(BPF_ANY)).is_err() {
+        if let Err(errno) = LOADER_SOCKS.insert(skaddr, now_ns(), u64::from(BPF_ANY)) {
             // The connect is still counted below; its later transitions will be missing.
             crate::common::lost(lost::SOCK_MAP_FULL);
+            debug!(
+                ctx,
+                "lost sock_map_full: socket {:x} not followed, LOADER_SOCKS insert failed ({}): \
+                 its later transitions, connect latency, retransmits, resets and drops go uncounted",
+                skaddr,
+                errno
+            );
         }
     } else {
         let Some(started) = LOADER_SOCKS.get_ptr(skaddr) else {
@@ -134,13 +142,31 @@ fn try_tcp_states(ctx: &TracePointContext) -> Result<u32, u32> {
         // hides nothing; that insert failure was already counted.
         let _ = LOADER_SOCKS.remove(skaddr);
         // An LRU insert only fails on a kernel error; the socket is gone, nothing is lost
-        // unless it sends a reset now, which `resets_sent` would then miss.
-        let _ = CLOSED_SOCKS.insert(skaddr, 0, u64::from(BPF_ANY));
+        // unless it sends a reset now, which `resets_sent` would then miss. Not a lost
+        // event (nothing was seen and not counted), so no counter: only the log says it.
+        if let Err(errno) = CLOSED_SOCKS.insert(skaddr, 0, u64::from(BPF_ANY)) {
+            debug!(
+                ctx,
+                "CLOSED_SOCKS insert failed ({}) for socket {:x}: a reset it sends on close would not be counted",
+                errno,
+                skaddr
+            );
+        }
     }
 
     match transition_index(old, new) {
-        Some(index) => bump(&TCP_STATE_COUNTS, index),
-        None => crate::common::lost(lost::STATE_OUT_OF_RANGE),
+        Some(index) => {
+            bump(&TCP_STATE_COUNTS, index);
+            if old > tcp_state::BOUND_INACTIVE || new > tcp_state::BOUND_INACTIVE {
+                // Counted (user space shows the number), but no kernel this was written for
+                // has such a state: the log says which socket, in case it matters.
+                debug!(ctx, "unknown TCP state in {} -> {} of socket {:x} (counted by number)", old, new, skaddr);
+            }
+        }
+        None => {
+            crate::common::lost(lost::STATE_OUT_OF_RANGE);
+            debug!(ctx, "lost state_out_of_range: TCP state {} -> {} of socket {:x} is not counted", old, new, skaddr);
+        }
     }
     Ok(0)
 }

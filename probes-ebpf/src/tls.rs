@@ -23,6 +23,7 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuArray},
     programs::ProbeContext,
 };
+use aya_log_ebpf::debug;
 use probes_ebpf::{TLS_STARTS_CAPACITY, hist, lost, tls_event, tls_outcome};
 
 use crate::common::{bump, current_is_loader, now_ns, record};
@@ -47,12 +48,14 @@ pub fn tls_handshake_start(ctx: ProbeContext) -> u32 {
     }
     let Some(handshake) = ctx.arg::<u64>(0) else {
         crate::common::lost(lost::READ_FAILED);
+        debug!(&ctx, "lost read_failed: the handshake argument of a TLS start marker");
         return 0;
     };
     bump(&TLS_COUNTS, tls_event::STARTED);
-    if TLS_STARTS.insert(handshake, now_ns(), u64::from(BPF_ANY)).is_err() {
+    if let Err(errno) = TLS_STARTS.insert(handshake, now_ns(), u64::from(BPF_ANY)) {
         // Only a kernel error: an LRU map evicts instead of filling up.
         crate::common::lost(lost::TLS_START_FAILED);
+        debug!(&ctx, "lost tls_start_failed: TLS_STARTS insert failed ({}) for handshake {:x}", errno, handshake);
     }
     0
 }
@@ -65,6 +68,7 @@ pub fn tls_handshake_end(ctx: ProbeContext) -> u32 {
     }
     let (Some(handshake), Some(outcome)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) else {
         crate::common::lost(lost::READ_FAILED);
+        debug!(&ctx, "lost read_failed: the arguments of a TLS end marker");
         return 0;
     };
     // The register holds a u32 argument in its low half; the high half is unspecified.
@@ -85,7 +89,11 @@ pub fn tls_handshake_end(ctx: ProbeContext) -> u32 {
             }
             let _ = TLS_STARTS.remove(handshake);
         }
-        None => bump(&TLS_COUNTS, tls_event::UNMATCHED),
+        None => {
+            bump(&TLS_COUNTS, tls_event::UNMATCHED);
+            // Counted as `unmatched`: begun before the probes attached, or evicted from the LRU.
+            debug!(&ctx, "TLS handshake {:x} ended (outcome {}) with no start seen: no duration", handshake, outcome);
+        }
     }
     0
 }

@@ -1,0 +1,278 @@
+//! Start-up: each tracepoint's layout from the running kernel, the globals set before load,
+//! loading the object, and attaching the programs in dependency order, each probe on its own.
+//!
+//! Owns: [`Probes::try_start`] and the tracepoints the programs attach to ([`Hook`]). A probe
+//! whose tracepoint is missing, whose layout is unexpected or whose program the kernel refuses
+//! is recorded in the availability map with the reason, and the others start; the socket
+//! probes depend on `tcp_states` (they filter on the sockets it registers). Does not: read
+//! any map after start (the readers do), or parse format files (`tracefs.rs`).
+
+use std::{collections::BTreeMap, fs, io, path::Path};
+
+use aya::{Ebpf, EbpfLoader, programs::TracePoint};
+use probes_ebpf::names;
+
+use super::{
+    AVAILABLE, OBJECT, Probes, Unavailable,
+    connect_latency::ConnectLatencyReader,
+    counters,
+    drops::DropsReader,
+    kernel_log::{self, KernelLog},
+    privilege, probe,
+    runqueue::{self, RunqueueReader},
+    series::Series,
+    sock_events::SockEventsReader,
+    tcp_states::TcpStatesReader,
+    tls_handshakes::{self, TlsHandshakesReader},
+    tracefs::{self, Tracefs},
+};
+
+/// A tracepoint a program attaches to.
+#[derive(Debug, Clone, Copy)]
+struct Hook {
+    program: &'static str,
+    category: &'static str,
+    name: &'static str,
+    /// `category:name`, for messages.
+    full: &'static str,
+}
+
+const TCP_STATES: Hook = Hook {
+    program: names::TCP_STATES_PROGRAM,
+    category: names::TCP_STATES_CATEGORY,
+    name: names::TCP_STATES_TRACEPOINT,
+    full: "sock:inet_sock_set_state",
+};
+const RETRANSMIT: Hook = Hook {
+    program: names::SYN_RETRANSMITS_PROGRAM,
+    category: "tcp",
+    name: "tcp_retransmit_skb",
+    full: "tcp:tcp_retransmit_skb",
+};
+const RECEIVE_RESET: Hook = Hook {
+    program: names::RESETS_RECEIVED_PROGRAM,
+    category: "tcp",
+    name: "tcp_receive_reset",
+    full: "tcp:tcp_receive_reset",
+};
+const SEND_RESET: Hook =
+    Hook { program: names::RESETS_SENT_PROGRAM, category: "tcp", name: "tcp_send_reset", full: "tcp:tcp_send_reset" };
+const KFREE_SKB: Hook =
+    Hook { program: names::DROPS_PROGRAM, category: "skb", name: "kfree_skb", full: "skb:kfree_skb" };
+const WAKEUP: Hook =
+    Hook { program: names::RUNQ_WAKEUP_PROGRAM, category: "sched", name: "sched_wakeup", full: "sched:sched_wakeup" };
+const WAKEUP_NEW: Hook = Hook {
+    program: names::RUNQ_WAKEUP_NEW_PROGRAM,
+    category: "sched",
+    name: "sched_wakeup_new",
+    full: "sched:sched_wakeup_new",
+};
+const SWITCH: Hook =
+    Hook { program: names::RUNQ_SWITCH_PROGRAM, category: "sched", name: "sched_switch", full: "sched:sched_switch" };
+
+impl Hook {
+    /// The tracepoint's format file text.
+    fn format(&self, tracefs: &Path) -> Result<String, Unavailable> {
+        let path = tracefs::format_path(tracefs, self.category, self.name);
+        fs::read_to_string(&path).map_err(|err| {
+            let detail = format!("{}: {err}", path.display());
+            if err.kind() == io::ErrorKind::NotFound {
+                Unavailable::TracepointMissing { tracepoint: self.full, detail }
+            } else {
+                Unavailable::NoTracefs { detail }
+            }
+        })
+    }
+
+    /// The layout `parse` finds in the format file.
+    fn layout<T>(&self, tracefs: &Path, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<T, Unavailable> {
+        parse(&self.format(tracefs)?).map_err(|detail| Unavailable::TracepointLayout { tracepoint: self.full, detail })
+    }
+
+    /// Load (verify) and attach the program.
+    fn attach(&self, ebpf: &mut Ebpf) -> Result<(), Unavailable> {
+        let program = self.program;
+        let tracepoint: &mut TracePoint = ebpf
+            .program_mut(program)
+            .ok_or(Unavailable::MissingFromObject { item: program })?
+            .try_into()
+            .map_err(|source| Unavailable::Program { program, source })?;
+        tracepoint.load().map_err(|source| Unavailable::Program { program, source })?;
+        tracepoint.attach(self.category, self.name).map_err(|source| Unavailable::Program { program, source })?;
+        Ok(())
+    }
+}
+
+impl Probes {
+    /// [`Probes::start`] with the typed error.
+    pub fn try_start(tgid: u32) -> Result<Probes, Unavailable> {
+        if OBJECT.is_empty() {
+            return Err(Unavailable::NoObject);
+        }
+        privilege::check().map_err(|detail| Unavailable::NotPrivileged { detail })?;
+        let Tracefs { root, mounted_now } =
+            tracefs::find_or_mount().map_err(|detail| Unavailable::NoTracefs { detail })?;
+
+        // Each tracepoint's layout from the running kernel; a failure disables its probe only.
+        let set_state = TCP_STATES.layout(&root, tracefs::set_state_layout);
+        let retransmit = RETRANSMIT.layout(&root, |f| tracefs::sock_event_layout(f, true));
+        let receive_reset = RECEIVE_RESET.layout(&root, |f| tracefs::sock_event_layout(f, false));
+        let send_reset = SEND_RESET.layout(&root, |f| tracefs::sock_event_layout(f, false));
+        let kfree_skb_format = KFREE_SKB.format(&root);
+        let kfree_skb = KFREE_SKB.layout(&root, tracefs::kfree_skb_layout);
+        let wakeup = WAKEUP.layout(&root, tracefs::sched_wakeup_layout);
+        let switch = SWITCH.layout(&root, tracefs::sched_switch_layout);
+
+        let mut loader = EbpfLoader::new();
+        loader.override_global(names::TARGET_TGID, &tgid, true);
+        // 0 (off) unless the loader logs at debug or trace; see `kernel_log.rs`.
+        let log_level = kernel_log::level();
+        loader.override_global(aya_log::LEVEL, &log_level, true);
+        if let Some(capacity) = socks_capacity_for_tests() {
+            loader.map_max_entries(names::LOADER_SOCKS, capacity);
+        }
+        if let Ok(layout) = &set_state {
+            loader.override_global(names::SET_STATE_LAYOUT, layout, true);
+        }
+        if let Ok(layout) = &retransmit {
+            loader.override_global(names::RETRANSMIT_LAYOUT, layout, true);
+        }
+        if let Ok(layout) = &receive_reset {
+            loader.override_global(names::RECEIVE_RESET_LAYOUT, layout, true);
+        }
+        if let Ok(layout) = &send_reset {
+            loader.override_global(names::SEND_RESET_LAYOUT, layout, true);
+        }
+        if let Ok(layout) = &kfree_skb {
+            loader.override_global(names::KFREE_SKB_LAYOUT, layout, true);
+        }
+        if let Ok(layout) = &wakeup {
+            loader.override_global(names::WAKEUP_LAYOUT, layout, true);
+        }
+        if let Ok(layout) = &switch {
+            loader.override_global(names::SWITCH_LAYOUT, layout, true);
+        }
+        let mut ebpf = loader.load(OBJECT).map_err(Unavailable::Load)?;
+        // Without it the programs' records stay in their ring buffer; every probe still runs.
+        let kernel_log = KernelLog::start(&mut ebpf).unwrap_or_else(|why| {
+            log::warn!("{why}");
+            None
+        });
+
+        let mut availability = BTreeMap::new();
+        let mut attached = Vec::new();
+        let mut first_error = None;
+        let record = |availability: &mut BTreeMap<String, String>,
+                      probe: &str,
+                      result: Result<(), Unavailable>,
+                      first_error: &mut Option<Unavailable>| {
+            let state = match result {
+                Ok(()) => AVAILABLE.to_owned(),
+                Err(err) => {
+                    let text = err.to_string();
+                    first_error.get_or_insert(err);
+                    text
+                }
+            };
+            availability.insert(probe.to_owned(), state);
+        };
+
+        // tcp_states first: every socket probe filters on the sockets it registers.
+        let tcp_states = set_state.and_then(|_| TCP_STATES.attach(&mut ebpf));
+        let sockets_followed: Result<(), String> = tcp_states.as_ref().map(|_| ()).map_err(ToString::to_string);
+        if tcp_states.is_ok() {
+            attached.push(TCP_STATES.program);
+        }
+        let needs_tcp_states = |why: &String| Unavailable::Dependency { probe: probe::TCP_STATES, detail: why.clone() };
+        for probe in [probe::CONNECT_LATENCY, probe::TIME_WAIT] {
+            let result = sockets_followed.as_ref().map(|_| ()).map_err(needs_tcp_states);
+            record(&mut availability, probe, result, &mut first_error);
+        }
+        record(&mut availability, probe::TCP_STATES, tcp_states, &mut first_error);
+
+        let socket_probes = [
+            (probe::SYN_RETRANSMITS, RETRANSMIT, retransmit.map(drop)),
+            (probe::RESETS_RECEIVED, RECEIVE_RESET, receive_reset.map(drop)),
+            (probe::RESETS_SENT, SEND_RESET, send_reset.map(drop)),
+            (probe::DROPS, KFREE_SKB, kfree_skb.map(drop)),
+        ];
+        for (probe, hook, layout) in socket_probes {
+            let result = match &sockets_followed {
+                Err(why) => Err(needs_tcp_states(why)),
+                Ok(()) => layout.and_then(|()| hook.attach(&mut ebpf)),
+            };
+            if result.is_ok() {
+                attached.push(hook.program);
+            }
+            record(&mut availability, probe, result, &mut first_error);
+        }
+
+        // Run-queue delay: the end hook first, so a start is never stored without an end.
+        let runqueue = switch.map(drop).and_then(|()| SWITCH.attach(&mut ebpf)).and_then(|()| {
+            attached.push(SWITCH.program);
+            wakeup.map(drop).and_then(|()| WAKEUP.attach(&mut ebpf))
+        });
+        if runqueue.is_ok() {
+            attached.push(WAKEUP.program);
+            // Optional: without it a new thread's first run waits are missed, nothing else.
+            match WAKEUP_NEW.attach(&mut ebpf) {
+                Ok(()) => attached.push(WAKEUP_NEW.program),
+                Err(err) => {
+                    availability.insert(format!("{}.sched_wakeup_new", probe::RUNQUEUE), err.to_string());
+                }
+            }
+            if let Err(detail) = runqueue::seed_threads(&mut ebpf, tgid) {
+                availability.insert(format!("{}.seed_threads", probe::RUNQUEUE), detail);
+            }
+        }
+        record(&mut availability, probe::RUNQUEUE, runqueue, &mut first_error);
+
+        // TLS handshakes: uprobes on this binary, independent of every tracepoint.
+        let tls = tls_handshakes::attach(&mut ebpf, tgid);
+        if tls.is_ok() {
+            attached.extend([names::TLS_END_PROGRAM, names::TLS_START_PROGRAM]);
+        }
+        record(&mut availability, probe::TLS_HANDSHAKES, tls, &mut first_error);
+
+        if attached.is_empty() {
+            return Err(first_error.unwrap_or(Unavailable::MissingFromObject { item: "any program" }));
+        }
+
+        let reason_names = kfree_skb_format.map(|f| tracefs::symbolic_names(&f, "reason")).unwrap_or_default();
+        Ok(Probes {
+            tcp_states: TcpStatesReader::take(&mut ebpf)?,
+            connect_latency: ConnectLatencyReader::take(&mut ebpf)?,
+            sock_events: SockEventsReader::take(&mut ebpf)?,
+            drops: DropsReader::take(&mut ebpf, reason_names)?,
+            runqueue: RunqueueReader::take(&mut ebpf)?,
+            tls_handshakes: TlsHandshakesReader::take(&mut ebpf)?,
+            lost: counters::LostCounters(counters::take_per_cpu_array(&mut ebpf, names::LOST)?),
+            runs: counters::LostCounters(counters::take_per_cpu_array(&mut ebpf, names::PROGRAM_RUNS)?),
+            ebpf,
+            tgid,
+            attached,
+            availability,
+            misses_at_reset: BTreeMap::new(),
+            series: Series::new(),
+            mounted_tracefs: mounted_now,
+            kernel_log,
+        })
+    }
+}
+
+/// Test hook: `LOADER_TEST_SOCKS_CAPACITY=N` sizes `LOADER_SOCKS` to N sockets instead of
+/// `LOADER_SOCKS_CAPACITY`, so that a test fills it with a few connections and sees the
+/// programs report it (`tests/probe_log.rs`). Unset in normal use.
+fn socks_capacity_for_tests() -> Option<u32> {
+    let value = std::env::var(SOCKS_CAPACITY_VAR).ok()?;
+    match value.parse() {
+        Ok(capacity) if capacity > 0 => Some(capacity),
+        _ => {
+            log::warn!("{SOCKS_CAPACITY_VAR}={value:?} is not a positive number: ignored");
+            None
+        }
+    }
+}
+
+/// The environment variable of [`socks_capacity_for_tests`].
+const SOCKS_CAPACITY_VAR: &str = "LOADER_TEST_SOCKS_CAPACITY";
