@@ -27,10 +27,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The code of a file without its `#[cfg(test)]` module (by convention the last item) and
 /// without comment lines.
 fn code(text: &str) -> Vec<&str> {
-    text.lines()
-        .take_while(|l| !l.starts_with("#[cfg(test)]"))
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .collect()
+    text.lines().take_while(|l| !l.starts_with("#[cfg(test)]")).filter(|l| !l.trim_start().starts_with("//")).collect()
 }
 
 /// The top-level module a file belongs to (`engine/shard/mod.rs` → `engine`).

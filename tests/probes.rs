@@ -468,12 +468,12 @@ mod support {
             }
             // A build without bpf-linker (a warning at build time) cannot test the probes; CI
             // builds with LOADER_EBPF=require, so this never skips there.
-            Err(err) if !ci && matches!(err.downcast_ref(), Some(Unavailable::NoObject)) => {
+            Err(err) if !ci && matches!(err, Unavailable::NoObject) => {
                 eprintln!("skipping {test}: {err}");
                 None
             }
             Err(err) => {
-                let code = err.downcast_ref::<Unavailable>().map_or("?", Unavailable::code);
+                let code = err.code();
                 panic!("as root the probes must load; unavailable ({code}): {err:#}");
             }
         }

@@ -2,10 +2,11 @@
 
 use std::fmt;
 
-/// Flatten an error and its causes into one line: `outer: inner: root`.
-pub fn one_line(err: &anyhow::Error) -> String {
+/// Flatten an error and its causes into one line: `outer: inner: root`. Takes any error
+/// (`&*anyhow_error` for an `anyhow::Error`).
+pub fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
     let mut line = String::new();
-    for (i, cause) in err.chain().enumerate() {
+    for (i, cause) in std::iter::successors(Some(err), |e| e.source()).enumerate() {
         let text = cause.to_string();
         if i > 0 {
             // Skip a cause that the outer message already quotes.

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     match loader::run(cli) {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(err) => {
-            eprintln!("loader: error: {}", loader::error::one_line(&err));
+            eprintln!("loader: error: {}", loader::error::one_line(&*err));
             ExitCode::from(loader::Outcome::Error.exit_code())
         }
     }

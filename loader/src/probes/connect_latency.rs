@@ -12,6 +12,7 @@ use aya::{
 };
 use probes_ebpf::names;
 
+use super::ReadError;
 use super::{Unavailable, counters::take_per_cpu_array, histogram::LatencyHistogram};
 
 /// Owned handle on the connect-latency histogram.
@@ -32,7 +33,7 @@ impl ConnectLatencyReader {
     }
 
     /// Zero the counts (between the runs of `--repeat`).
-    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn reset(&mut self) -> Result<(), ReadError> {
         super::counters::zero(&mut self.histogram)?;
         Ok(())
     }

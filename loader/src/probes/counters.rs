@@ -9,6 +9,7 @@ use aya::{
     maps::{MapData, MapError, PerCpuArray, PerCpuValues},
 };
 
+use super::ReadError;
 use super::Unavailable;
 
 /// The `LOST` array (`probes_ebpf::lost` slots), shared by every kernel program.
@@ -35,7 +36,7 @@ pub(crate) fn read_sums(map: &PerCpuArray<MapData, u64>, slots: u32) -> Result<V
 }
 
 /// Set every slot of a per-CPU `u64` array to zero on every CPU.
-pub(crate) fn zero(map: &mut PerCpuArray<MapData, u64>) -> anyhow::Result<()> {
+pub(crate) fn zero(map: &mut PerCpuArray<MapData, u64>) -> Result<(), ReadError> {
     let cpus = map.get(&0, 0)?.len();
     for index in 0..map.len() {
         map.set(index, PerCpuValues::try_from(vec![0u64; cpus])?, 0)?;

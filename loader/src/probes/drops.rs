@@ -13,6 +13,7 @@ use aya::{
 };
 use probes_ebpf::{DROP_REASON_SLOTS, names};
 
+use super::ReadError;
 use super::{
     Unavailable,
     counters::{read_sums, take_per_cpu_array},
@@ -38,7 +39,7 @@ impl DropsReader {
     }
 
     /// Zero the counts (between the runs of `--repeat`).
-    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn reset(&mut self) -> Result<(), ReadError> {
         super::counters::zero(&mut self.counts)?;
         Ok(())
     }

@@ -13,6 +13,7 @@ use std::{
 
 use probes_ebpf::{lost as lost_reason, names};
 
+use super::ReadError;
 use super::{LossShare, Probes, Unavailable, counters::read_sums, tcp_states};
 
 impl Probes {
@@ -20,7 +21,7 @@ impl Probes {
     /// counters plus `recursion_misses`, runs the kernel skipped because another BPF
     /// program was already running on that CPU (from `/proc/self/fdinfo`, Linux 5.12+),
     /// summed over every attached program.
-    pub fn lost_by_reason(&self) -> anyhow::Result<BTreeMap<&'static str, u64>> {
+    pub fn lost_by_reason(&self) -> Result<BTreeMap<&'static str, u64>, ReadError> {
         let counts = read_sums(&self.lost.0, lost_reason::SLOTS)?;
         let mut by_reason: BTreeMap<_, _> = lost_reason::NAMES.into_iter().zip(counts).collect();
         let mut misses = 0u64;
@@ -42,9 +43,9 @@ impl Probes {
         by_reason: &BTreeMap<&'static str, u64>,
         runqueue_events: u64,
         transitions: &tcp_states::Transitions,
-    ) -> anyhow::Result<LossShare> {
+    ) -> Result<LossShare, ReadError> {
         let runs = read_sums(&self.runs.0, probes_ebpf::runs::SLOTS)?;
-        let misses = |programs: &[&'static str]| -> anyhow::Result<u64> {
+        let misses = |programs: &[&'static str]| -> Result<u64, ReadError> {
             let mut n = 0u64;
             for &p in programs.iter().filter(|p| self.attached.contains(p)) {
                 n += self.recursion_misses(p)?.saturating_sub(self.misses_at_reset.get(p).copied().unwrap_or(0));
@@ -73,7 +74,7 @@ impl Probes {
     }
 
     /// The kernel's `recursion_misses` of a loaded program (from its fdinfo).
-    pub(super) fn recursion_misses(&self, program: &'static str) -> anyhow::Result<u64> {
+    pub(super) fn recursion_misses(&self, program: &'static str) -> Result<u64, ReadError> {
         let fd = self
             .ebpf
             .program(program)

@@ -159,13 +159,32 @@ pub struct Probes {
     kernel_log: Option<kernel_log::KernelLog>,
 }
 
+/// Reading or zeroing the probes' maps failed: the probes are loaded, their figures are not
+/// readable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// A map could not be read or written.
+    #[error("probe map: {0}")]
+    Map(#[from] aya::maps::MapError),
+    /// A program's descriptor could not be had.
+    #[error("probe program: {0}")]
+    Program(#[from] aya::programs::ProgramError),
+    /// The object lacks a program or map the readings need.
+    #[error(transparent)]
+    Missing(#[from] Unavailable),
+    /// `/proc` (a program's fdinfo) or the per-CPU value count.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 impl Probes {
     /// Load and attach the probes, filtered to process `tgid` (the loader's
     /// `std::process::id()`; all its threads share it). Fails only when no probe can run;
-    /// the error is then always an [`Unavailable`]: `err.downcast_ref::<Unavailable>()`
-    /// gives the reason. Probes that could not start are in [`Probes::availability`].
-    pub fn start(tgid: u32) -> anyhow::Result<Probes> {
-        Ok(Self::try_start(tgid)?)
+    /// the [`Unavailable`] error says why. Probes that could not start are in
+    /// [`Probes::availability`].
+    pub fn start(tgid: u32) -> Result<Probes, Unavailable> {
+        Self::try_start(tgid)
     }
 
     /// Start counting again from zero, as if just loaded — for the runs of `--repeat`, which
@@ -173,7 +192,7 @@ impl Probes {
     /// every count and histogram and the lost counters, takes the programs'
     /// `recursion_misses` as the new baseline and empties the series; the followed sockets
     /// and threads (state, not counts) stay.
-    pub fn reset(&mut self) -> anyhow::Result<()> {
+    pub fn reset(&mut self) -> Result<(), ReadError> {
         self.tcp_states.reset()?;
         self.connect_latency.reset()?;
         self.sock_events.reset()?;
@@ -215,7 +234,7 @@ impl Probes {
 
     /// TCP state transitions of the loader's sockets since start, `"OLD->NEW" → count`
     /// (only non-zero entries; names as in the kernel without `TCP_`: `"SYN_SENT->ESTABLISHED"`).
-    pub fn tcp_states(&self) -> anyhow::Result<BTreeMap<String, u64>> {
+    pub fn tcp_states(&self) -> Result<BTreeMap<String, u64>, ReadError> {
         Ok(self.tcp_states.transitions()?)
     }
 }

@@ -14,6 +14,7 @@ use aya::{
 };
 use probes_ebpf::{names, thread_role};
 
+use super::ReadError;
 use super::{Unavailable, counters::take_per_cpu_array, histogram::LatencyHistogram};
 
 /// Owned handles on the run-queue histograms.
@@ -38,7 +39,7 @@ impl RunqueueReader {
     }
 
     /// Zero the counts (between the runs of `--repeat`).
-    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn reset(&mut self) -> Result<(), ReadError> {
         super::counters::zero(&mut self.histogram)?;
         super::counters::zero(&mut self.other)?;
         Ok(())

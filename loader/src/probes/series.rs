@@ -8,6 +8,7 @@
 
 use std::{collections::VecDeque, time::Instant};
 
+use super::ReadError;
 use super::{
     LatencyHistogram, ProbeReadings, ProbeSample, Probes, SERIES_CAPACITY, SockEvents,
     readings::{ConnectMs, Resets, RunqueueUs, TimeWait},
@@ -72,7 +73,7 @@ impl Probes {
     /// Everything the probes measured since start (see [`ProbeReadings`]). Reads every map
     /// and, for the live TIME_WAIT and port figures, `/proc` once more (so the maxima include
     /// this instant even if [`Probes::sample`] was never called).
-    pub fn readings(&self) -> anyhow::Result<ProbeReadings> {
+    pub fn readings(&self) -> Result<ProbeReadings, ReadError> {
         let transitions = self.tcp_states.read()?;
         let connect = self.connect_latency.read()?;
         let events = self.sock_events.read()?;

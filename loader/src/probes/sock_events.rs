@@ -11,6 +11,7 @@ use aya::{
 use probes_ebpf::{names, sock_event};
 use serde::Serialize;
 
+use super::ReadError;
 use super::{
     Unavailable,
     counters::{read_sums, take_per_cpu_array},
@@ -47,7 +48,7 @@ impl SockEventsReader {
     }
 
     /// Zero the counts (between the runs of `--repeat`).
-    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn reset(&mut self) -> Result<(), ReadError> {
         super::counters::zero(&mut self.counts)?;
         Ok(())
     }

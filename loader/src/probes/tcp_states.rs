@@ -15,6 +15,7 @@ use aya::{
 };
 use probes_ebpf::{TRANSITION_SLOTS, names, state_name, tcp_state, transition_index, transition_of};
 
+use super::ReadError;
 use super::{
     Unavailable,
     counters::{read_sums, take_per_cpu_array},
@@ -78,7 +79,7 @@ impl TcpStatesReader {
     }
 
     /// Zero the counts (between the runs of `--repeat`).
-    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn reset(&mut self) -> Result<(), ReadError> {
         super::counters::zero(&mut self.counts)?;
         Ok(())
     }

@@ -15,6 +15,7 @@ use aya::{
 };
 use probes_ebpf::{names, tls_event};
 
+use super::ReadError;
 use super::{
     Unavailable,
     counters::{read_sums, take_per_cpu_array},
@@ -90,7 +91,7 @@ impl TlsHandshakesReader {
     }
 
     /// Zero the counts (between the runs of `--repeat`).
-    pub(crate) fn reset(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn reset(&mut self) -> Result<(), ReadError> {
         super::counters::zero(&mut self.counts)?;
         super::counters::zero(&mut self.histogram)?;
         Ok(())

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 
+use crate::error::OutputError;
 use crate::record::ShardRecord;
 use crate::scenario::Plan;
 
@@ -20,7 +21,8 @@ fn tag_of(name: &str) -> String {
 }
 
 /// Write `record`'s per-phase histograms to `path`; `started` is the run's zero instant.
-pub fn write(path: &Path, plan: &Plan, record: &ShardRecord, started: SystemTime) -> anyhow::Result<()> {
+pub fn write(path: &Path, plan: &Plan, record: &ShardRecord, started: SystemTime) -> Result<(), OutputError> {
+    let fail = |e: std::io::Error| OutputError::new(path, e);
     let mut out = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
     {
@@ -30,19 +32,18 @@ pub fn write(path: &Path, plan: &Plan, record: &ShardRecord, started: SystemTime
             .with_start_time(started)
             .with_base_time(started)
             .with_max_value_divisor(1000.0)
-            .begin_log_with(&mut out, &mut serializer)?;
+            .begin_log_with(&mut out, &mut serializer)
+            .map_err(fail)?;
         for (phase, rec) in plan.phases.iter().zip(&record.phases) {
             let base = tag_of(&phase.name);
             for (suffix, h) in [("", &rec.latency), (".service", &rec.service), (".send_lag", &rec.send_lag)] {
                 let tag = format!("{base}{suffix}");
                 log.write_histogram(h, phase.start, phase.duration.max(Duration::from_millis(1)), Tag::new(&tag))
-                    .map_err(|e| anyhow::anyhow!("cannot encode histogram {tag}: {e}"))?;
+                    .map_err(|e| fail(std::io::Error::other(format!("cannot encode histogram {tag}: {e}"))))?;
             }
         }
     }
-    let mut file = std::fs::File::create(path)?;
-    file.write_all(&out)?;
-    Ok(())
+    std::fs::File::create(path).and_then(|mut file| file.write_all(&out)).map_err(fail)
 }
 
 #[cfg(test)]

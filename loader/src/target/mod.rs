@@ -205,7 +205,7 @@ mod tests {
     fn spawn_on_a_taken_port_names_the_address() {
         let first = spawn(cfg()).unwrap();
         let err = spawn(TargetConfig { listen: first.addr, ..cfg() }).unwrap_err();
-        let text = crate::error::one_line(&err);
+        let text = crate::error::one_line(&*err);
         assert!(text.starts_with(&format!("cannot listen on {}: ", first.addr)), "{text}");
         first.stop();
     }
