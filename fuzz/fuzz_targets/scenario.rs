@@ -33,10 +33,19 @@ const MAX_RATE: f64 = 10_000_000.0;
 /// The URL the built-in target would have (`run` starts it and plans against it).
 const BUILT_IN: &str = "http://127.0.0.1:8080/";
 
-/// One scratch file per fuzzing process, removed after each input is read.
+static PATH: OnceLock<PathBuf> = OnceLock::new();
+
+/// One scratch file per fuzzing process, removed after each input is read and, should
+/// libFuzzer end the process between the two, when it exits.
 fn scenario_path() -> &'static PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
+        extern "C" fn remove() {
+            if let Some(path) = PATH.get() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        // SAFETY: registers a plain function, run once at exit(3).
+        unsafe { libc::atexit(remove) };
         let dir =
             if std::path::Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
         dir.join(format!("loader-fuzz-scenario-{}.toml", std::process::id()))
