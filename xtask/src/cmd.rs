@@ -59,6 +59,19 @@ impl Cmd {
         self.command.stdin(Stdio::null()).status().with_context(|| format!("cannot start `{}`", self.shown))
     }
 
+    /// Like [`Cmd::status`], but the child's stdout and stderr go to the file `log`.
+    pub fn status_to(mut self, log: &Path) -> Result<ExitStatus> {
+        println!("$ {} > {}", self.shown, log.display());
+        let out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+        let err = out.try_clone().with_context(|| format!("cannot reopen {}", log.display()))?;
+        self.command
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .status()
+            .with_context(|| format!("cannot start `{}`", self.shown))
+    }
+
     /// Like [`Cmd::status`], but a non-zero exit is an error naming the command.
     pub fn run(self) -> Result<()> {
         let shown = self.shown.clone();

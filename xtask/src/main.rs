@@ -5,11 +5,14 @@
 //! - `test [ARGS…]`     setup, then the whole test suite (privileged tests too when root).
 //! - `ci`               what CI runs: the same as `test`.
 //! - `bench [ARGS…]`    setup --bench, build the release loader, run bench/run.sh.
+//! - `fuzz [TARGET] [--seconds N]`  build the fuzz targets (stable), run each on its corpus
+//!   for N seconds (see [`fuzz`]); `test` does this too, after the cargo test suite.
 //!
 //! The eBPF objects are not built here: loader/build.rs does that with aya-build; xtask only
 //! makes sure the pieces that build needs (rust-src, bpf-linker) are installed.
 
 mod cmd;
+mod fuzz;
 mod setup;
 
 use std::ffi::OsString;
@@ -26,13 +29,23 @@ usage: cargo xtask <command> [args]
 
 commands:
   setup [--bench]   install missing pieces: rust-src, bpf-linker, tracefs, nginx, wrk,
-                    iproute2, nftables, binutils, python3 (--bench: also oha, and says
+                    iproute2, nftables, binutils, python3, g++ (--bench: also oha, and says
                     whether wrk2, vegeta and k6 are there); one ok:/installing: line each
   demo [ARGS...]    setup, build the release loader, run `loader run --out out/demo ARGS`
   test [ARGS...]    setup, then `cargo test --workspace --release ARGS` (LOADER_EBPF=require
-                    when root)
+                    when root), then every fuzz target: its corpus once, then 60 s of fuzzing
   ci                the same as `test`
-  bench [ARGS...]   setup --bench, build the release loader, run `bench/run.sh ARGS`";
+  bench [ARGS...]   setup --bench, build the release loader, run `bench/run.sh ARGS`
+  fuzz [TARGET] [--seconds N]
+                    build the fuzz targets (fuzz/, stable toolchain), run TARGET (default:
+                    all) on its corpus once, then fuzz it for N s (default 30); new inputs
+                    go to fuzz/scratch/, a crash fails with its input and the reproducer";
+
+/// Fuzzing budget per target of `cargo xtask fuzz` without `--seconds`.
+const FUZZ_SECONDS: u64 = 30;
+/// Fuzzing budget per target in `cargo xtask test` (CI): two targets add about two minutes
+/// and the instrumented build about four, well inside CI's 90.
+const TEST_FUZZ_SECONDS: u64 = 60;
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
@@ -46,6 +59,9 @@ fn main() -> ExitCode {
         Some("demo") => demo(&rest),
         Some("test" | "ci") => test(&rest),
         Some("bench") => bench(&rest),
+        Some("fuzz") => {
+            fuzz::command(&rest, FUZZ_SECONDS).map(|passed| if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -115,13 +131,34 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
         .args(args)
         .current_dir(&cmd::workspace_root())
         .status()?;
-    let mode = if root { "as root, LOADER_EBPF=require" } else { "not root, privileged tests skipped" };
-    if status.success() {
-        println!("xtask test: passed ({mode})");
-        Ok(ExitCode::SUCCESS)
+    // The fuzz targets run even after a failed suite, for the same reason. Without a C++
+    // compiler (only possible when not root: setup installs g++ as root) they are skipped.
+    let fuzzed = if cmd::which("c++").is_none() && !root {
+        println!("skip: the fuzz targets — no c++ to build libFuzzer with; `cargo xtask setup` as root installs g++");
+        Ok(true)
     } else {
-        println!("xtask test: FAILED ({mode}): cargo test ended with {}", cmd::describe(status));
-        Ok(ExitCode::from(cmd::exit_code(status).max(1)))
+        fuzz::run_all(None, TEST_FUZZ_SECONDS)
+    };
+    let mode = if root { "as root, LOADER_EBPF=require" } else { "not root, privileged tests skipped" };
+    let fuzz_failure = match &fuzzed {
+        Ok(true) => None,
+        Ok(false) => Some("a fuzz target failed (see `fuzz: FAILED` above)".to_owned()),
+        Err(err) => Some(format!("the fuzz targets did not run: {err:#}")),
+    };
+    match (status.success(), fuzz_failure) {
+        (true, None) => {
+            println!("xtask test: passed ({mode}; fuzz targets {TEST_FUZZ_SECONDS} s each)");
+            Ok(ExitCode::SUCCESS)
+        }
+        (true, Some(why)) => {
+            println!("xtask test: FAILED ({mode}): {why}");
+            Ok(ExitCode::FAILURE)
+        }
+        (false, why) => {
+            let also = why.map(|why| format!("; {why}")).unwrap_or_default();
+            println!("xtask test: FAILED ({mode}): cargo test ended with {}{also}", cmd::describe(status));
+            Ok(ExitCode::from(cmd::exit_code(status).max(1)))
+        }
     }
 }
 

@@ -42,7 +42,7 @@ pub fn run(extras: Extras) -> Result<()> {
     tracefs(root);
     // `ip`/`tc`/`ss` (iproute2) build the network namespaces of the probe and verdict-matrix
     // tests, `nft` drops SYNs and packets in them, `strip` makes the binary whose uprobes
-    // cannot attach, python3 runs the hostile HTTP server.
+    // cannot attach, python3 runs the hostile HTTP server, `c++` builds libFuzzer.
     let packages = [
         ("nginx", "nginx-light"),
         ("wrk", "wrk"),
@@ -50,6 +50,7 @@ pub fn run(extras: Extras) -> Result<()> {
         ("nft", "nftables"),
         ("strip", "binutils"),
         ("python3", "python3"),
+        CXX,
     ];
     apt_packages(root, &packages)?;
     if extras == Extras::Bench {
@@ -155,7 +156,7 @@ fn llvm_dylib(lib: &Path, major: &str) -> Result<String> {
 }
 
 /// One `Name: value` field of `rustc -vV`.
-fn rustc_field(field: &str) -> Result<String> {
+pub fn rustc_field(field: &str) -> Result<String> {
     let info = Cmd::new("rustc").args(["-vV"]).probe().context("`rustc -vV` failed")?;
     info.lines()
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
@@ -182,6 +183,23 @@ fn tracefs(root: bool) {
             println!("warn: {err:#}; the probes will not attach");
         }
     }
+}
+
+/// The C++ compiler the fuzz targets' build needs: libfuzzer-sys compiles libFuzzer from its
+/// sources (`cargo xtask fuzz`, and `test`, which runs the targets).
+const CXX: (&str, &str) = ("c++", "g++");
+
+/// What `cargo xtask fuzz` needs beyond the toolchain (only that: no eBPF pieces).
+pub fn fuzz_tools(root: bool) -> Result<()> {
+    apt_packages(root, &[CXX])?;
+    if cmd::which(CXX.0).is_none() {
+        bail!(
+            "no C++ compiler (`{}`) to build libFuzzer with: install {} (as root, `cargo xtask setup` does)",
+            CXX.0,
+            CXX.1
+        );
+    }
+    Ok(())
 }
 
 /// (d) Debian packages, as (binary that proves it, package that provides it).

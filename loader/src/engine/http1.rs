@@ -154,6 +154,10 @@ impl ResponseParser {
                     return Ok((at, Progress::More));
                 }
                 State::ChunkSize => match httparse::parse_chunk_size(rest) {
+                    // `n` counts the line's CRLF.
+                    Ok(httparse::Status::Complete((n, _))) if n - 2 > MAX_CHUNK_LINE => {
+                        return Err(ProtocolError::new("chunk size line longer than 1024 bytes"));
+                    }
                     Ok(httparse::Status::Complete((n, 0))) => {
                         at += n;
                         self.state = State::Trailers;
@@ -163,7 +167,7 @@ impl ResponseParser {
                         self.state = State::ChunkData { remaining: size };
                     }
                     Ok(httparse::Status::Partial) => {
-                        if rest.len() > MAX_CHUNK_LINE {
+                        if unfinished_line_len(rest) > MAX_CHUNK_LINE {
                             return Err(ProtocolError::new("chunk size line longer than 1024 bytes"));
                         }
                         return Ok((at, Progress::More));
@@ -193,11 +197,14 @@ impl ResponseParser {
                 State::Trailers => {
                     // Trailer lines until an empty line.
                     let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else {
-                        if rest.len() > MAX_CHUNK_LINE {
+                        if unfinished_line_len(rest) > MAX_CHUNK_LINE {
                             return Err(ProtocolError::new("trailer line longer than 1024 bytes"));
                         }
                         return Ok((at, Progress::More));
                     };
+                    if eol > MAX_CHUNK_LINE {
+                        return Err(ProtocolError::new("trailer line longer than 1024 bytes"));
+                    }
                     at += eol + 2;
                     if eol == 0 {
                         return Ok((at, self.done()));
@@ -297,8 +304,14 @@ impl ResponseParser {
     }
 }
 
-/// Longest chunk-size or trailer line accepted.
+/// Longest chunk-size or trailer line accepted (bytes before its CRLF), wherever the bytes
+/// were cut: a complete line is held to it as well as one still arriving.
 const MAX_CHUNK_LINE: usize = 1024;
+
+/// Bytes so far of a line whose CRLF has not arrived; a final `\r` may be the CRLF's start.
+fn unfinished_line_len(rest: &[u8]) -> usize {
+    rest.len() - usize::from(rest.ends_with(b"\r"))
+}
 
 /// Header lines in what arrived of a head (status line excluded), for the error message.
 fn header_lines(buf: &[u8]) -> usize {
@@ -440,6 +453,48 @@ mod tests {
         assert_eq!(p.feed(wire).unwrap().1, Progress::Done { status: 200, close: false });
         p.reset();
         assert_eq!(p.feed(wire).unwrap().1, Progress::Done { status: 200, close: false });
+    }
+
+    /// Found by fuzzing (fuzz/corpus/http1_response/long-chunk-line-split-*): a line over
+    /// the limit passed when it arrived whole and failed when it was cut; at the limit it
+    /// failed when the cut fell between its `\r` and `\n`.
+    #[test]
+    fn chunk_and_trailer_lines_are_limited_the_same_however_they_are_cut() {
+        let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let wire = |ext: usize, trailer: usize| {
+            let mut wire = head.to_vec();
+            wire.extend_from_slice(b"1;");
+            wire.extend(std::iter::repeat_n(b'e', ext - 2));
+            wire.extend_from_slice(b"\r\nx\r\n0\r\nX-T: ");
+            wire.extend(std::iter::repeat_n(b't', trailer - 5));
+            wire.extend_from_slice(b"\r\n\r\n");
+            wire
+        };
+        // Every split: pieces of `step` bytes, unconsumed bytes fed again with the next.
+        let outcome = |wire: &[u8], step: usize| {
+            let mut p = ResponseParser::new(false);
+            let mut pending = Vec::new();
+            for piece in wire.chunks(step) {
+                pending.extend_from_slice(piece);
+                let (n, prog) = p.feed(&pending).map_err(|e| e.to_string())?;
+                pending.drain(..n);
+                if prog != Progress::More {
+                    return Ok(prog);
+                }
+            }
+            Ok(Progress::More)
+        };
+        let done = Ok(Progress::Done { status: 200, close: false });
+        for (ext, trailer, expected) in [
+            (MAX_CHUNK_LINE, MAX_CHUNK_LINE, done),
+            (MAX_CHUNK_LINE + 1, 10, Err("chunk size line longer than 1024 bytes".to_string())),
+            (10, MAX_CHUNK_LINE + 1, Err("trailer line longer than 1024 bytes".to_string())),
+        ] {
+            let wire = wire(ext, trailer);
+            for step in [1, 2, 3, 7, 500, 1025, 1026, wire.len()] {
+                assert_eq!(outcome(&wire, step), expected, "lines of {ext} and {trailer} bytes in pieces of {step}");
+            }
+        }
     }
 
     #[test]
