@@ -113,7 +113,7 @@ impl Conn {
             buf: Vec::new(),
             filled: 0,
             recv_armed: false,
-            parser: ResponseParser::with_max_body(false, limits.max_body),
+            parser: ResponseParser::with_limits(false, limits),
             inflight: None,
             served: 0,
             connect_started_ns: 0,
@@ -205,5 +205,23 @@ mod limit_tests {
         assert_eq!(conn.take_chunk(&head).unwrap(), Chunk::More);
         let err = conn.take_chunk(&[b'a'; 600]).unwrap_err();
         assert_eq!(err.to_string(), "response head larger than the 1024 byte limit (--max-header)");
+    }
+
+    #[test]
+    fn a_head_over_the_limit_fails_whole_or_cut() {
+        let limits = Limits { max_head: 1024, max_body: 1 << 20 };
+        let mut wire = b"HTTP/1.1 200 OK\r\nX-Pad: ".to_vec();
+        wire.extend(std::iter::repeat_n(b'a', 2000));
+        wire.extend_from_slice(b"\r\nContent-Length: 0\r\n\r\n");
+        // In one receive (parsed in place) and cut in two (carried over): the same error.
+        let whole = Conn::new(limits).take_chunk(&wire).unwrap_err();
+        let mut cut = Conn::new(limits);
+        assert_eq!(cut.take_chunk(&wire[..600]).unwrap(), Chunk::More);
+        let split = cut.take_chunk(&wire[600..]).unwrap_err();
+        assert!(whole.0.contains("--max-header"), "{}", whole.0);
+        assert!(split.0.contains("--max-header"), "{}", split.0);
+        // Under the limit it passes.
+        let small = b"HTTP/1.1 204 No Content\r\n\r\n";
+        assert_eq!(Conn::new(limits).take_chunk(small).unwrap(), Chunk::Done { status: 204, close: false });
     }
 }

@@ -84,6 +84,8 @@ pub struct ResponseParser {
     /// Body bytes of the current response so far (chunked and close-delimited bodies).
     body: u64,
     max_body: u64,
+    /// Largest head (status line and header section) accepted, however it arrives.
+    max_head: usize,
 }
 
 impl ResponseParser {
@@ -95,7 +97,21 @@ impl ResponseParser {
 
     /// A parser whose responses may carry at most `max_body` bytes of body.
     pub fn with_max_body(head_request: bool, max_body: u64) -> Self {
-        ResponseParser { head_request, state: State::Head, status: 0, close: false, body: 0, max_body }
+        Self::with_limits(head_request, Limits { max_body, ..Limits::default() })
+    }
+
+    /// A parser whose responses must fit `limits`: a head over `max_head` fails whether it
+    /// arrives whole or cut, a body over `max_body` fails.
+    pub fn with_limits(head_request: bool, limits: Limits) -> Self {
+        ResponseParser {
+            head_request,
+            state: State::Head,
+            status: 0,
+            close: false,
+            body: 0,
+            max_body: limits.max_body,
+            max_head: limits.max_head,
+        }
     }
 
     /// The next response answers a HEAD request (no body) or not.
@@ -239,6 +255,12 @@ impl ResponseParser {
             }
             Err(e) => return Err(ProtocolError::new(format!("invalid response head: {e}"))),
         };
+        if n > self.max_head {
+            return Err(ProtocolError::new(format!(
+                "response head larger than the {} byte limit (--max-header)",
+                self.max_head
+            )));
+        }
         let status = resp.code.unwrap_or(0);
         if (100..200).contains(&status) && status != 101 {
             // Interim response (100 Continue, 103 Early Hints): the real one follows.
