@@ -61,7 +61,7 @@ fn flags(data: &[u8]) -> RunArgs {
     let line = String::from_utf8_lossy(line);
     let argv = ["loader", "run"].into_iter().chain(line.split_whitespace());
     match Cli::try_parse_from(argv) {
-        Ok(Cli { command: Command::Run(args) }) => args,
+        Ok(Cli { command: Command::Run(args), .. }) => args,
         _ => RunArgs::default(),
     }
 }
