@@ -65,6 +65,14 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
         assert!(f(&lat[q]) >= f(&svc[q]), "{q}: corrected {} < uncorrected {}", lat[q], svc[q]);
     }
     assert_eq!(u(&lat["count"]), 6000);
+    // The .hgrm export of the same phase: HdrHistogram's text format, the same total.
+    let hgrm = std::fs::read_to_string(out.join("hgrm/main.latency.hgrm")).expect("main.latency.hgrm written");
+    assert!(hgrm.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)\n\n"), "{hgrm}");
+    assert!(hgrm.contains("Total count    =         6000]"), "{hgrm}");
+    let rows: Vec<&str> = hgrm.lines().skip(2).take_while(|l| !l.starts_with('#')).collect();
+    let last: Vec<&str> = rows.last().expect("percentile rows").split_whitespace().collect();
+    assert_eq!((last[1], last[2]), ("1.000000000000", "6000"), "{hgrm}");
+    assert!(out.join("hgrm/main.service.hgrm").is_file() && out.join("hgrm/warmup.latency.hgrm").is_file());
     // The per-second series covers the run and adds up.
     let series = s["series"].as_array().unwrap();
     let sent_total: u64 = series.iter().map(|x| u(&x["sent"])).sum();

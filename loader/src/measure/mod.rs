@@ -38,7 +38,8 @@ const POOL_OPEN_GRACE: Duration = Duration::from_millis(250);
 
 /// Shards, merge, summary, printing only the live progress. `probes` (already attached,
 /// counting from zero) are sampled and read here; `preflight` is the host's noise floor the
-/// verdict will use; the HDR interval log goes to `hlog_dir` when given. The summary comes
+/// verdict will use; the HDR interval log and the per-phase `.hgrm` distributions go to
+/// `hlog_dir` when given. The summary comes
 /// back unjudged: the caller may add the certificate comparison, then [`conclude`].
 pub fn measure(
     plan: &Plan,
@@ -71,6 +72,7 @@ pub fn measure(
     if let Some(dir) = hlog_dir {
         crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started)
             .context("cannot write the HDR interval log")?;
+        crate::report::hgrm::write(dir, plan, &run.record).context("cannot write the percentile distributions")?;
     }
     Ok(summary)
 }

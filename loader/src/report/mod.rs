@@ -1,8 +1,9 @@
-//! Outputs of a run: the terminal tables ([`text`]), the HDR interval log ([`hdr`]) and
-//! the JSON files ([`write_json`]). They read merged, judged data; none measures or judges.
+//! Outputs of a run: the terminal tables ([`text`]), the HDR interval log ([`hdr`]), the
+//! per-phase percentile distributions ([`hgrm`]) and the JSON files ([`write_json`]). They read merged, judged data; none measures or judges.
 //! The `summary.json` types themselves are the [`crate::summary`] module.
 
 pub mod hdr;
+pub mod hgrm;
 pub mod text;
 
 use std::path::Path;
