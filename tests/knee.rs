@@ -12,6 +12,8 @@ fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
     let capacity = f64::from(workers) * 1000.0 / f64::from(delay_ms);
     let target = Target::start(&["--workers", &workers.to_string(), "--delay", &format!("{delay_ms}ms")]);
     let out = out_dir(&format!("knee-{workers}x{delay_ms}"));
+    let junit = out.with_extension("junit.xml");
+    let _ = std::fs::remove_file(&junit);
     let (output, summary) = loader_run(
         &[
             "--url",
@@ -31,6 +33,8 @@ fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
             "--repeat",
             "3",
             "--no-probes",
+            "--junit",
+            junit.to_str().expect("a UTF-8 path"),
         ],
         &out,
         Duration::from_secs(240),
@@ -47,6 +51,36 @@ fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
     }
     let max = s["capacity"]["max_sustainable"].as_f64().unwrap();
     assert!((max - capacity).abs() <= step + 1e-9);
+    junit_matches_the_steps(&junit, &s);
+}
+
+/// The JUnit export, read by a real XML parser: one test case per judged step of the (last)
+/// run plus the verdict's, failures exactly where the summary's steps failed.
+fn junit_matches_the_steps(junit: &std::path::Path, s: &serde_json::Value) {
+    let script = "import sys, xml.etree.ElementTree as E\n\
+        r = E.parse(sys.argv[1]).getroot()\n\
+        for c in r.iter('testcase'):\n\
+        \x20   print(c.get('classname'), 'FAIL' if c.find('failure') is not None else 'PASS', c.get('name'))";
+    let out = std::process::Command::new("python3").args(["-c", script]).arg(junit).output().expect("python3 runs");
+    assert!(out.status.success(), "junit.xml does not parse: {}", String::from_utf8_lossy(&out.stderr));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let expected: Vec<String> = s["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .filter(|p| !p["passed"].is_null())
+        .map(|p| {
+            let verdict = if p["passed"] == true { "PASS" } else { "FAIL" };
+            format!(
+                "loader.steps {verdict} {} @ {:.0}/s",
+                p["name"].as_str().unwrap(),
+                p["offered_rps"].as_f64().unwrap()
+            )
+        })
+        .chain(std::iter::once("loader.verdict PASS the numbers can be trusted".to_string()))
+        .collect();
+    assert!(expected.iter().any(|l| l.contains(" FAIL ")), "a step above capacity failed: {expected:?}");
+    assert_eq!(listed.lines().collect::<Vec<_>>(), expected, "{}", std::fs::read_to_string(junit).unwrap());
 }
 
 #[test]

@@ -267,6 +267,10 @@ pub struct RunArgs {
     /// docs/calibration.md).
     #[arg(long)]
     pub certificate: Option<PathBuf>,
+    /// Also write the step judgement as JUnit XML to FILE (one test case per judged step,
+    /// one for the verdict), for CI systems.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// Flags of `loader target`.

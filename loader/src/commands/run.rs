@@ -121,6 +121,11 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         write_json(&path, &combined)?;
         println!("summary: {}", path.display());
     }
+    if let Some(path) = &args.junit {
+        std::fs::write(path, crate::report::junit::render(&combined))
+            .map_err(|e| crate::error::OutputError::new(path, e))?;
+        println!("junit: {}", path.display());
+    }
     Ok(outcome_of(&combined))
 }
 
