@@ -21,8 +21,11 @@ fn u(v: &serde_json::Value) -> u64 {
 fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
     let target = Target::start(&[]);
     let out = out_dir("constant");
+    let lines_file = out.with_extension("ndjson");
     let (output, summary) = loader_run(
         &[
+            "--json-lines",
+            lines_file.to_str().expect("a UTF-8 path"),
             "--url",
             &target.url(),
             "--rate",
@@ -73,6 +76,21 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
     let last: Vec<&str> = rows.last().expect("percentile rows").split_whitespace().collect();
     assert_eq!((last[1], last[2]), ("1.000000000000", "6000"), "{hgrm}");
     assert!(out.join("hgrm/main.service.hgrm").is_file() && out.join("hgrm/warmup.latency.hgrm").is_file());
+    // The per-second NDJSON stream adds up to the summary's totals, line by line parseable.
+    let text = std::fs::read_to_string(&lines_file).expect("--json-lines file written");
+    let lines: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    assert!(lines.len() >= 4, "one line a second and a final one: {text}");
+    assert_eq!(lines.iter().filter(|l| l["final"] == true).count(), 1, "{text}");
+    assert_eq!(lines.last().unwrap()["final"], true, "{text}");
+    let sum = |k: &str| lines.iter().map(|l| u(&l[k])).sum::<u64>();
+    let phases = s["phases"].as_array().unwrap();
+    let total = |k: &str| phases.iter().map(|p| u(&p[k])).sum::<u64>();
+    assert_eq!((sum("sent"), sum("ok"), sum("offered")), (total("sent"), total("ok"), total("requests")), "{text}");
+    assert_eq!(
+        sum("errors"),
+        phases.iter().map(|p| p["errors"].as_object().unwrap().values().map(u).sum::<u64>()).sum::<u64>()
+    );
     // The per-second series covers the run and adds up.
     let series = s["series"].as_array().unwrap();
     let sent_total: u64 = series.iter().map(|x| u(&x["sent"])).sum();

@@ -271,6 +271,10 @@ pub struct RunArgs {
     /// one for the verdict), for CI systems.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Stream one JSON object per second to FILE while the run goes (offered, sent, ok,
+    /// errors, in flight, connections, busiest shard's CPU); the lines add up to the totals.
+    #[arg(long, value_name = "FILE")]
+    pub json_lines: Option<PathBuf>,
 }
 
 /// Flags of `loader target`.

@@ -69,8 +69,16 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         if repeat > 1 {
             println!("\nloader: run {k} of {repeat}");
         }
-        let (summary, analysis) =
-            run_once(&plan, &dir, &interrupted, preflight, &mut privileges, &mut probes, certified.certified.as_ref())?;
+        let outputs = Outputs { dir: &dir, json_lines: args.json_lines.as_deref().map(|p| (p, k)) };
+        let (summary, analysis) = run_once(
+            &plan,
+            outputs,
+            &interrupted,
+            preflight,
+            &mut privileges,
+            &mut probes,
+            certified.certified.as_ref(),
+        )?;
         let stop = summary.interrupted;
         runs.push((dir, summary, analysis));
         if stop {
@@ -135,15 +143,22 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
 type ProbeState = Option<Result<Box<Probes>, String>>;
 
 /// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
+/// Where one run writes: its directory and, with `--json-lines`, the stream (file, run number).
+struct Outputs<'a> {
+    dir: &'a Path,
+    json_lines: Option<(&'a Path, usize)>,
+}
+
 fn run_once(
     plan: &Plan,
-    dir: &Path,
+    outputs: Outputs<'_>,
     interrupted: &Arc<AtomicBool>,
     preflight: Duration,
     privileges: &mut Privileges,
     probes: &mut ProbeState,
     certificate: Option<&crate::calibrate::Certified>,
 ) -> anyhow::Result<(Summary, analysis::Analysis)> {
+    let Outputs { dir, json_lines } = outputs;
     // Before the probes attach, so these sleeping threads are not counted as the run's.
     let noise = (!preflight.is_zero()).then(|| {
         let slo_ms =
@@ -199,7 +214,7 @@ fn run_once(
         plan.target.url
     );
 
-    let mut summary = measure::measure(plan, interrupted, attached, probe_reason, noise, Some(dir))?;
+    let mut summary = measure::measure(plan, interrupted, attached, probe_reason, noise, Some(dir), json_lines)?;
     summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
     let analysis = measure::conclude(&mut summary, plan)?;
     print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));

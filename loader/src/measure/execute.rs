@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 
+use super::live_log::{Line, LiveLog};
 use super::meters::{CpuMeter, LiveTotals, proc_status_mib};
 use super::progress::Progress;
 use super::{Executed, POOL_OPEN_GRACE};
@@ -27,6 +28,8 @@ pub(super) fn execute(
     stop: &Arc<AtomicBool>,
     interrupted: &Arc<AtomicBool>,
     mut probes: Option<&mut Probes>,
+    live_log: &mut LiveLog,
+    run: usize,
 ) -> anyhow::Result<Executed> {
     let windows: Vec<_> = plan.phases.iter().map(|p| p.window()).collect();
     let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
@@ -138,8 +141,13 @@ pub(super) fn execute(
             let totals = LiveTotals::of(&lives);
             let second = totals.since(&last);
             last = totals;
-            progress.line(at, &second, pct.iter().copied().fold(0.0, f64::max));
+            let busiest = pct.iter().copied().fold(0.0, f64::max);
+            progress.line(at, &second, busiest);
             let t = at.as_secs();
+            if live_log.is_on() && t >= 1 {
+                let offered = summary::offered_between(plan, (t - 1) * 1_000_000_000, t * 1_000_000_000);
+                live_log.write(&Line::new(run, at, plan, offered, &second, Some(busiest)));
+            }
             if let Some(d) = detector.as_mut()
                 && t >= 1
                 && Duration::from_secs(t - 1) >= judged_from
@@ -168,6 +176,15 @@ pub(super) fn execute(
     }
     progress.finish();
     let elapsed = clock.start().elapsed();
+    if live_log.is_on() {
+        // What finished after the last whole second, so the lines add up to the run's totals.
+        let rest = LiveTotals::of(&lives).since(&last);
+        let from = tick.saturating_duration_since(clock.start()).as_secs() * 1_000_000_000;
+        let offered = summary::offered_between(plan, from, u64::MAX);
+        let mut line = Line::new(run, elapsed, plan, offered, &rest, None);
+        line.last = true;
+        live_log.write(&line);
+    }
 
     let mut merged: Option<ShardRecord> = None;
     let mut last_send_ns = None;

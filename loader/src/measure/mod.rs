@@ -11,6 +11,7 @@
 //! | `probe_summary.rs` | the probes' readings as `summary.probes` |
 
 mod execute;
+mod live_log;
 mod meters;
 mod probe_summary;
 mod progress;
@@ -39,7 +40,8 @@ const POOL_OPEN_GRACE: Duration = Duration::from_millis(250);
 /// Shards, merge, summary, printing only the live progress. `probes` (already attached,
 /// counting from zero) are sampled and read here; `preflight` is the host's noise floor the
 /// verdict will use; the HDR interval log and the per-phase `.hgrm` distributions go to
-/// `hlog_dir` when given. The summary comes
+/// `hlog_dir` when given; `json_lines` (file, run of `--repeat`) streams one NDJSON line a
+/// second. The summary comes
 /// back unjudged: the caller may add the certificate comparison, then [`conclude`].
 pub fn measure(
     plan: &Plan,
@@ -48,10 +50,15 @@ pub fn measure(
     probe_reason: Option<String>,
     preflight: Option<crate::health::preflight::Preflight>,
     hlog_dir: Option<&Path>,
+    json_lines: Option<(&Path, usize)>,
 ) -> anyhow::Result<Summary> {
     let stop = Arc::new(AtomicBool::new(false));
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let run = execute(plan, &stop, interrupted, probes.as_deref_mut())?;
+    let (lines_path, run_index) = json_lines.map_or((None, 1), |(p, k)| (Some(p), k));
+    let mut live_log = live_log::LiveLog::open(lines_path, run_index).with_context(|| {
+        format!("cannot open --json-lines {}", lines_path.map_or(String::new(), |p| p.display().to_string()))
+    })?;
+    let run = execute(plan, &stop, interrupted, probes.as_deref_mut(), &mut live_log, run_index)?;
     let probes_summary = probe_summary(probes.as_deref(), probe_reason);
 
     let mut summary = crate::summary::build(&crate::summary::Inputs {
