@@ -135,11 +135,14 @@ pub struct Setup {
     pub step_factor: f64,
     /// `--max-rate`.
     pub max_rps: f64,
-    /// Rates of the refining pass (×1.05 between the last good and the first failed step).
+    /// Rates of the refining pass (×1.05 from the last good step to one coarse step past the
+    /// first failed one).
     #[serde(default)]
     pub refined_rps: Vec<f64>,
-    /// Offered rate of the saturation holds (only when the target saturated first), req/s.
-    #[serde(default)]
+    /// Offered rate of the saturation holds that certificates before 2026-12 ran when the
+    /// target saturated first, req/s; read, never written (the holds are gone: see
+    /// docs/calibration.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturation_rps: Option<f64>,
     /// Built-in target shaping used (a test hook; null in a real calibration).
     pub target_shaping: Option<String>,

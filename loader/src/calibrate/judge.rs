@@ -30,12 +30,12 @@ pub const POOL_LATE_SHARE: f64 = 0.01;
 pub const GOODPUT_MIN: f64 = 0.95;
 /// Share of a step's requests that may fail before the target counts as failing.
 pub const ERROR_SHARE: f64 = 0.001;
-/// The saturation holds offer this many times the first failed step's rate: enough above
-/// the target's capacity that ok/s measures that capacity, even when the failed step was a
-/// hiccup below it; not so far that ok/s falls under the emergency stop's 50 % of offered.
-pub const SATURATION_FACTOR: f64 = 1.5;
-/// Holds of the saturation pass; the figure is their median.
-pub const SATURATION_HOLDS: usize = 3;
+/// Most a step's sends may have waited for a busy connection for the step to count as
+/// open-loop evidence ([`highest_on_time`]): above it the step ran mostly closed-loop — every
+/// connection busy, each send leaving as a response frees one, many per wake-up — a cheaper
+/// regime for the loader than the schedule it certifies (on the development VM it carried
+/// the loader 10–15 % past its own open-loop ceiling).
+pub const OPEN_LOOP_WAITED_MAX: f64 = 0.5;
 
 /// What one step measured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -67,6 +67,9 @@ pub struct StepFigures {
     /// Sends of the step that waited for a connection.
     #[serde(default)]
     pub waited_for_connection: u64,
+    /// The part of the step's hold that ran, s (less when the run stopped during it).
+    #[serde(default)]
+    pub measured_s: Option<f64>,
     /// The host's wake-up jitter during the run (the verdict's floor), ms.
     #[serde(default)]
     pub floor_ms: Option<f64>,
@@ -224,25 +227,35 @@ impl Finding {
     }
 }
 
-/// The highest rate the loader sent in the stepped passes without being at fault itself
-/// (passing steps and steps the target or network failed).
-pub fn highest_on_time(calls: &[StepCall]) -> Option<f64> {
-    calls.iter().filter(|c| c.side != Side::Loader).map(|c| c.figures.sent_rps).reduce(f64::max)
+/// The step with the highest rate the loader sent on its own schedule without being at fault
+/// itself (passing steps and steps the target or network failed), in any pass, among the
+/// steps that ran mostly open-loop (at most [`OPEN_LOOP_WAITED_MAX`] of their sends waited
+/// for a connection): the evidence a target-limited certificate's lower bound stands on.
+///
+/// Why not the last passing step: near the target's limit whether a step passes is a coin
+/// flip (a hiccup of the target exhausts the pool for 10 ms), so the last passing step moved
+/// by whole refining steps from one calibration to the next. The rate the loader sent on its
+/// own schedule while the target was failing moves only with what the pair can do.
+pub fn highest_on_time(calls: &[StepCall]) -> Option<&StepCall> {
+    calls
+        .iter()
+        .filter(|c| {
+            let f = &c.figures;
+            c.side != Side::Loader
+                && f.sent > 0
+                && f.waited_for_connection as f64 <= OPEN_LOOP_WAITED_MAX * f.sent as f64
+        })
+        .max_by(|a, b| on_schedule(a).total_cmp(&on_schedule(b)))
 }
 
-/// What the loader sustained on its own schedule while the target was saturated: of the
-/// saturation holds (all offered above the target's capacity) those where the loader was
-/// not at fault, the one with the median ok/s; `None` when the loader was at fault in all.
-///
-/// Why this is a lower bound of the loader's ceiling: in those holds the loader sent and read
-/// back `ok/s` requests per second without falling behind on its own account (no late sends
-/// with a connection free, CPU and run-queue within limits) — it did that work. And why it is
-/// steadier than the last passing step: it is a throughput averaged over whole holds, while
-/// "the last step without pool waits" moves with every hiccup of the target near its limit.
-pub fn sustained(saturation: &[StepCall]) -> Option<&StepCall> {
-    let mut on_time: Vec<&StepCall> = saturation.iter().filter(|c| c.side != Side::Loader).collect();
-    on_time.sort_by(|a, b| a.figures.ok_rps.total_cmp(&b.figures.ok_rps));
-    on_time.get(on_time.len().saturating_sub(1) / 2).copied()
+/// The rate a step kept on the loader's schedule, req/s: what it sent in its window, but
+/// never more than it offered, nor more than its own requests sent per second it ran — after
+/// a saturated step the pool's backlog leaves in the next one, and that is not a rate the
+/// loader kept.
+pub fn on_schedule(c: &StepCall) -> f64 {
+    let f = &c.figures;
+    let own = f.measured_s.filter(|&m| m > 0.0).map_or(f64::INFINITY, |m| f.sent as f64 / m);
+    f.sent_rps.min(f.offered_rps).min(own)
 }
 
 /// The first *confirmed* failed step decides; the ceiling (or lower bound) is the step before
@@ -263,17 +276,21 @@ pub fn find(calls: &[StepCall]) -> Finding {
     }
 }
 
-/// Rates of the refining pass: ×`factor` from the last good step's rate, below the first failed
-/// one's. Empty when there is nothing to refine (no failure, or the first step failed).
-pub fn refine_rates(coarse: &[StepCall], factor: f64) -> Vec<f64> {
+/// Rates of the refining pass: ×`factor` from the last good step's rate up to `beyond` × the
+/// first failed one's — past it, because near a limit one failed step is a sample, not a
+/// boundary: a pass that stops below it can never find that the failure was a hiccup, and its
+/// figure then depends on which coarse step happened to fail. Empty when there is nothing to
+/// refine (no failure, or the first step failed).
+pub fn refine_rates(coarse: &[StepCall], factor: f64, beyond: f64) -> Vec<f64> {
     let f = find(coarse);
     let (Some(good), Some(bad)) = (f.last_good, f.failed) else { return Vec::new() };
     let (from, to) = (coarse[good].figures.offered_rps, coarse[bad].figures.offered_rps);
-    step_rates(from * factor, factor, to).into_iter().filter(|r| *r < to).collect()
+    step_rates(from * factor, factor, to * beyond)
 }
 
-/// Coarse steps up to the last good one, the refining steps up to their first failure, then
-/// (when none failed) the coarse failure: one increasing sequence for [`find`].
+/// Coarse steps up to the last good one, the refining steps up to their first confirmed
+/// failure, then (when none failed) the coarse failure: one sequence for [`find`], in the
+/// order the steps ran.
 pub fn splice(coarse: &[StepCall], fine: &[StepCall]) -> Vec<StepCall> {
     let f = find(coarse);
     let (Some(good), Some(bad)) = (f.last_good, f.failed) else { return coarse.to_vec() };
@@ -472,8 +489,38 @@ mod tests {
             .map(|f| judge_step(f, 1.0))
             .collect();
         assert_eq!(calls.iter().map(|c| c.side).collect::<Vec<_>>(), [Side::Ok, Side::Ok, Side::Target, Side::Loader]);
-        assert_eq!(highest_on_time(&calls), Some(1500.0));
+        assert_eq!(highest_on_time(&calls).map(|c| c.figures.sent_rps), Some(1500.0));
         assert_eq!(highest_on_time(&calls[3..]), None);
+        // The highest *sent* rate, whichever pass it came from: a refining step that passed
+        // above a coarse step the target failed counts.
+        let refined = judge_step(&on_time(1700.0), 1.0);
+        let all = [calls.as_slice(), std::slice::from_ref(&refined)].concat();
+        assert_eq!(highest_on_time(&all).map(|c| c.figures.sent_rps), Some(1700.0));
+        // A backlog flushed above the schedule is not a rate the loader kept.
+        let flush = judge_step(&StepFigures { sent_rps: 1900.0, late_pooled: 3000, ..on_time(1600.0) }, 1.0);
+        let all = [calls.as_slice(), std::slice::from_ref(&flush)].concat();
+        assert_eq!(highest_on_time(&all).map(on_schedule), Some(1600.0));
+        // Nor is the backlog of a step cut short by the emergency stop: 300 of its own
+        // requests in its 0.5 s, whatever left in its window.
+        let cut = judge_step(
+            &StepFigures { sent_rps: 1650.0, ok_rps: 900.0, sent: 300, measured_s: Some(0.5), ..on_time(5000.0) },
+            1.0,
+        );
+        assert_eq!(on_schedule(&cut), 600.0);
+        // A step where most sends waited for a busy connection ran closed-loop: not evidence.
+        let closed = judge_step(
+            &StepFigures { sent_rps: 1650.0, late_pooled: 4000, waited_for_connection: 4000, ..on_time(1650.0) },
+            1.0,
+        );
+        assert_eq!(closed.side, Side::Target);
+        let all = [calls.as_slice(), std::slice::from_ref(&closed)].concat();
+        assert_eq!(highest_on_time(&all).map(on_schedule), Some(1500.0));
+        let half = StepCall {
+            figures: StepFigures { waited_for_connection: 2475, ..closed.figures.clone() },
+            ..closed.clone()
+        };
+        let all = [calls.as_slice(), std::slice::from_ref(&half)].concat();
+        assert_eq!(highest_on_time(&all).map(on_schedule), Some(1650.0), "half the sends free: still open loop");
     }
 
     #[test]
@@ -490,7 +537,12 @@ mod tests {
             .iter()
             .map(|f| judge_step(f, 1.0))
             .collect();
-        assert_eq!(refine_rates(&coarse, 1.05), vec![1050.0, 1103.0, 1158.0, 1216.0]);
+        // Up to one coarse factor past the failed step, so the refinement can show it was a blip.
+        assert_eq!(
+            refine_rates(&coarse, 1.05, 1.25),
+            vec![1050.0, 1103.0, 1158.0, 1216.0, 1276.0, 1340.0, 1407.0, 1477.0, 1551.0]
+        );
+        assert_eq!(refine_rates(&coarse[..1], 1.05, 1.25), Vec::<f64>::new(), "nothing failed");
         let fine: Vec<_> = [on_time(1050.0), on_time(1103.0), StepFigures { ok_rps: 900.0, ..on_time(1158.0) }]
             .iter()
             .map(|f| judge_step(f, 1.0))
@@ -502,21 +554,13 @@ mod tests {
         // Every refining step passed: the coarse failure still closes the sequence.
         let all = splice(&coarse, &fine[..2]);
         assert_eq!(find(&all).failed.map(|i| all[i].figures.offered_rps), Some(1250.0));
-    }
-
-    #[test]
-    fn sustained_is_the_median_of_the_on_time_saturation_holds() {
-        let sat = |ok: f64, cpu: f64| {
-            judge_step(&StepFigures { ok_rps: ok, late_pooled: 100_000, cpu_p95: Some(cpu), ..on_time(150_000.0) }, 1.0)
-        };
-        let holds = [sat(119_000.0, 80.0), sat(131_000.0, 82.0), sat(121_000.0, 81.0)];
-        assert!(holds.iter().all(|c| c.side == Side::Target));
-        assert_eq!(sustained(&holds).map(|c| c.figures.ok_rps), Some(121_000.0));
-        // A hold where the loader itself was short (CPU) proves nothing about it: left out.
-        let holds = [sat(119_000.0, 80.0), sat(140_000.0, 97.0)];
-        assert_eq!(sustained(&holds).map(|c| c.figures.ok_rps), Some(119_000.0));
-        assert_eq!(sustained(&[sat(140_000.0, 97.0)]), None);
-        assert_eq!(sustained(&[]), None);
+        // Refining steps passed above the coarse failure: it was a blip; the last of them is
+        // the last good step, and the coarse failure (out of rate order) closes the sequence.
+        let past: Vec<_> =
+            [on_time(1050.0), on_time(1276.0), on_time(1340.0)].iter().map(|f| judge_step(f, 1.0)).collect();
+        let all = splice(&coarse, &past);
+        let f = find(&all);
+        assert_eq!((f.limited_by, f.lower_bound_rps(&all)), (LimitedBy::Target, Some(1340.0)));
     }
 
     #[test]

@@ -8,12 +8,11 @@
 //! probes on — through the same measuring core as `loader run` (`measure::measure`), and judges
 //! each step (`judge.rs`): the loader failed when it stopped keeping its schedule, the target
 //! failed when goodput fell behind while the loader was on time. A second pass steps ×1.05
-//! between the last good and the first failed step, so the figure is known to 5 %. When the
-//! target failed first, a third pass holds the load above its capacity and takes what the
-//! loader sustained on its own schedule there (`judge::sustained`) as the lower bound — a
-//! throughput averaged over whole holds, steadier than the last passing step. The
-//! certificate (`certificate.rs`) states a ceiling only when the loader was the limit;
-//! otherwise the figure is a lower bound and says what limited it.
+//! from the last good step to one coarse step past the failed one, so the figure is known to
+//! 5 % and a failure that was only a hiccup is found out. The certificate (`certificate.rs`)
+//! states a ceiling only when the loader was the limit. When the target failed first, the
+//! figure is a lower bound: the highest rate the loader sent in either pass without being at
+//! fault itself (`judge::highest_on_time`), and it says what limited it.
 //!
 //! On a 2-core machine the target gets one runtime thread on CPU 1 and the loader one shard on
 //! CPU 0. Giving the target a second thread would put it on the loader's core, and then every
@@ -56,10 +55,6 @@ const FINE_FACTOR: f64 = 1.05;
 const PASS_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Warm-up at the first rate before the first step (pools connect, caches warm).
 const WARMUP: &str = "1s";
-/// Client timeout of the saturation holds: longer than the pass, so requests queued behind
-/// the saturated target are late, never dropped (drops would be errors, and errors would
-/// trip the emergency stop that the overload is expected to approach).
-const SATURATION_TIMEOUT: &str = "60s";
 
 /// `loader calibrate`.
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
@@ -111,7 +106,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     let threads = args.threads.unwrap_or(loader_cpus.len().max(1));
 
     let pass = Pass { url: &url, args, threads };
-    let plan = pass.plan(&rates, None, None)?;
+    let plan = pass.plan(&rates, None)?;
     let hold_s = plan
         .phases
         .iter()
@@ -141,74 +136,50 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&interrupted)).context("cannot install signal handler")?;
     }
-    // Second pass: ×1.05 steps between the last good coarse step and the failed one, so the
-    // figure is known to 5 % instead of 25 % (repeat calibrations then agree to within that).
+    // Second pass: ×1.05 steps from the last good coarse step to one coarse step past the
+    // failed one, so the figure is known to 5 % instead of 25 % (repeat calibrations then agree
+    // to within that), and a coarse failure that was a hiccup is overruled by higher passes.
     let measured = pass.run(&plan, &interrupted, "step").and_then(|(coarse, probes_on)| {
-        let fine_rates = judge::refine_rates(&coarse, FINE_FACTOR);
+        let fine_rates = judge::refine_rates(&coarse, FINE_FACTOR, STEP_FACTOR);
         if fine_rates.is_empty() || interrupted.load(Ordering::Relaxed) {
-            return Ok((coarse, fine_rates, probes_on));
+            return Ok((coarse, Vec::new(), fine_rates, probes_on));
         }
         let from = fine_rates[0] / FINE_FACTOR;
         println!("\nloader calibrate: refining from {from:.0} req/s (×{FINE_FACTOR}): {} steps", fine_rates.len());
         // The coarse pass ended past saturation: let the target drain its backlog, and warm
         // the fresh pool at the last good rate.
         std::thread::sleep(PASS_PAUSE);
-        let (fine, _) = pass.run(&pass.plan(&fine_rates, Some(from), None)?, &interrupted, "fine")?;
-        Ok((judge::splice(&coarse, &fine), fine_rates, probes_on))
-    });
-    // Third pass, only when the target saturated first: hold above its capacity and measure
-    // what the loader sustained on time (`judge::sustained`), a steadier lower bound than the
-    // last passing step.
-    let measured = measured.and_then(|(calls, fine_rates, probes_on)| {
-        let finding = judge::find(&calls);
-        let (LimitedBy::Target, Some(failed)) = (finding.limited_by, finding.failed) else {
-            return Ok((calls, fine_rates, Vec::new(), probes_on));
-        };
-        if interrupted.load(Ordering::Relaxed) {
-            return Ok((calls, fine_rates, Vec::new(), probes_on));
-        }
-        let rate = (calls[failed].figures.offered_rps * judge::SATURATION_FACTOR).round();
-        let warm = finding.last_good.map(|i| calls[i].figures.offered_rps);
-        println!(
-            "\nloader calibrate: the target saturated first; {} holds at {rate:.0} req/s measure what the loader sustains on time",
-            judge::SATURATION_HOLDS
-        );
-        std::thread::sleep(PASS_PAUSE);
-        let plan = pass.plan(&[rate; judge::SATURATION_HOLDS], warm, Some(SATURATION_TIMEOUT))?;
-        let (saturation, _) = pass.run(&plan, &interrupted, "sat")?;
-        Ok((calls, fine_rates, saturation, probes_on))
+        let (fine, _) = pass.run(&pass.plan(&fine_rates, Some(from))?, &interrupted, "fine")?;
+        Ok((coarse, fine, fine_rates, probes_on))
     });
     builtin.stop();
-    let (calls, fine_rates, saturation, probes_on) = measured?;
+    let (coarse, fine, fine_rates, probes_on) = measured?;
     if interrupted.load(Ordering::Relaxed) {
         eprintln!("loader calibrate: interrupted; no certificate written");
         return Ok(Outcome::Interrupted);
     }
 
+    let calls = judge::splice(&coarse, &fine);
     let finding = judge::find(&calls);
     let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let hostname = certificate::hostname();
     let mut at = finding.last_good.map(|i| &calls[i].figures);
     let mut lower_bound = finding.lower_bound_rps(&calls);
-    let sustained = judge::sustained(&saturation);
-    // Held above a saturated target, the loader works in a cheaper regime than open loop
-    // (every connection busy, sends leave as responses free them, many per wake-up): there
-    // it sustained up to 30 % more than its open-loop ceiling here (130k/s against ceilings of
-    // 100–105k/s in the calibrations before and after). So the holds confirm a lower bound
-    // but never raise it above the highest rate the loader sent in the stepped passes
-    // without being at fault itself (the step the target failed included).
-    let open_loop = judge::highest_on_time(&calls);
-    if let Some(s) = sustained.filter(|s| lower_bound.is_none_or(|lb| s.figures.ok_rps > lb)) {
-        let rate = open_loop.map_or(s.figures.ok_rps, |cap| s.figures.ok_rps.min(cap));
-        if lower_bound.is_none_or(|lb| rate > lb) {
-            lower_bound = Some(rate.round());
-            at = Some(&s.figures);
-        }
+    // Target-limited: the open-loop evidence of both passes, the steps after a refining
+    // failure and the target's own failed steps included (the loader sent those on time).
+    let stepped: Vec<StepCall> = coarse.iter().chain(&fine).cloned().collect();
+    let open_loop = judge::highest_on_time(&stepped);
+    // It includes the last good step, so it is never below it.
+    if finding.limited_by == LimitedBy::Target
+        && let Some(best) = open_loop
+    {
+        lower_bound = Some(judge::on_schedule(best).round());
+        at = Some(&best.figures);
     }
     let figure = finding.ceiling_rps(&calls).or(lower_bound);
-    let detail = describe(&finding, &calls, figure, sustained.map(|s| s.figures.ok_rps), open_loop, saturation.len());
-    let mut steps = calls.clone();
-    steps.extend(saturation.iter().cloned());
+    let detail = describe(&finding, &calls, figure, at.map(|f| f.step.as_str()));
+    // Every step that ran, in order: the table shows the blips and what came after a failure.
+    let steps = stepped.clone();
     let cert = Certificate {
         schema: SCHEMA.into(),
         date: date.clone(),
@@ -247,7 +218,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
             start_rps: rates[0],
             step_factor: STEP_FACTOR,
             refined_rps: fine_rates,
-            saturation_rps: saturation.first().map(|c| c.figures.offered_rps),
+            saturation_rps: None,
             max_rps: args.max_rate,
             target_shaping: shaping,
             probes: probes_on,
@@ -276,9 +247,8 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    /// The step plan for `rates` (warm-up at `warmup_rate`, else the first rate; `timeout`
-    /// else the default): built as `loader run` flags would be, so it is the same plan.
-    fn plan(&self, rates: &[f64], warmup_rate: Option<f64>, timeout: Option<&str>) -> anyhow::Result<Plan> {
+    /// The step plan for `rates` (warm-up at `warmup_rate`, else the first rate): built as `loader run` flags would be, so it is the same plan.
+    fn plan(&self, rates: &[f64], warmup_rate: Option<f64>) -> anyhow::Result<Plan> {
         let run_args = RunArgs {
             url: Some(self.url.to_string()),
             profile: Some("step".into()),
@@ -286,7 +256,6 @@ impl Pass<'_> {
             hold: Some(self.args.step_hold.clone()),
             warmup: Some(WARMUP.into()),
             warmup_rate,
-            timeout: timeout.map(str::to_string),
             connections: Some(self.args.connections),
             threads: Some(self.threads),
             no_probes: self.args.no_probes,
@@ -327,15 +296,8 @@ impl Pass<'_> {
     }
 }
 
-/// One sentence on what the certificate's figure means.
-fn describe(
-    f: &judge::Finding,
-    calls: &[StepCall],
-    figure: Option<f64>,
-    sustained: Option<f64>,
-    open_loop: Option<f64>,
-    saturation_holds: usize,
-) -> String {
+/// One sentence on what the certificate's figure means (`from`: the step it came from).
+fn describe(f: &judge::Finding, calls: &[StepCall], figure: Option<f64>, from: Option<&str>) -> String {
     let failed = f.failed.map(|i| &calls[i]);
     let why = failed.map_or(String::new(), |c| {
         format!(" at {} ({:.0}/s): {}", c.figures.step, c.figures.offered_rps, c.why.join("; "))
@@ -346,25 +308,10 @@ fn describe(
                 "the loader kept its schedule up to {r:.0} req/s and fell behind{why}: {r:.0} req/s is its certified ceiling"
             )
         }
-        (LimitedBy::Target, Some(r)) => {
-            let how = match sustained {
-                Some(s) if open_loop.is_some_and(|o| o < s) => format!(
-                    "held above the target's capacity, the loader sustained {s:.0} req/s on its own schedule (median of {saturation_holds} holds) — a cheaper regime than open loop, so the figure stays at the highest rate it sent in the steps without falling behind itself ({:.0} req/s)",
-                    open_loop.unwrap_or(s)
-                ),
-                Some(s) => format!(
-                    "held above the target's capacity, the loader sustained {s:.0} req/s on its own schedule (median of {saturation_holds} holds)"
-                ),
-                None if saturation_holds > 0 => {
-                    "held above the target's capacity, the loader fell behind itself, so the last passing step stands"
-                        .into()
-                }
-                None => "the loader was still on time".into(),
-            };
-            format!(
-                "the built-in target saturated first{why}; {how}, so {r:.0} req/s is only a lower bound of the loader's ceiling, not a ceiling"
-            )
-        }
+        (LimitedBy::Target, Some(r)) => format!(
+            "the built-in target saturated first{why}; the highest rate the loader sent without falling behind itself was {r:.0} req/s (at {}), so that is only a lower bound of the loader's ceiling, not a ceiling",
+            from.unwrap_or("the last passing step")
+        ),
         (LimitedBy::MaxRate, Some(r)) => {
             format!(
                 "every step up to --max-rate passed; {r:.0} req/s is a lower bound of the loader's ceiling, not a ceiling"

@@ -15,7 +15,8 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
     let floor = crate::verdict::floor::Floor::of(s);
     s.phases
         .iter()
-        .filter(|p| p.kind == "hold")
+        // Steps after an emergency stop never ran: nothing to judge.
+        .filter(|p| p.kind == "hold" && p.measured_s.is_none_or(|m| m > 0.0))
         .map(|p| {
             let from = p.start_s.floor() as usize;
             let to = (p.start_s + p.duration_s).ceil() as usize;
@@ -53,6 +54,7 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
                 own_lag_p99_ms: p.own_lag_ms.as_ref().map(|o| o.p99),
                 latency_p99_ms: Some(p.latency_ms.p99),
                 waited_for_connection: p.waited_for_connection,
+                measured_s: p.measured_s,
                 floor_ms: Some(floor.ms),
                 wake_window_ms: Some(s.run.wake_window_us / 1000.0),
                 // Sustained too: the mean of the settled seconds. A step holds 2–3 of them, so
