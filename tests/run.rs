@@ -410,3 +410,60 @@ fn emergency_stop_halts_a_collapsing_run() {
     let sent_rps = f(&main["sent_rps"]);
     assert!(sent_rps > 150.0, "sent/s {sent_rps} over the {} s that ran", main["measured_s"]);
 }
+
+/// The live display, on a real pseudo-terminal (`script` from util-linux gives the run one):
+/// a progress bar with the phase, the position in the run and the live signals — `BEHIND`
+/// when a second sent less than it offered (here a 1-worker × 10 ms target, 100/s at most,
+/// offered 300/s) — and none of it when stdout is a pipe: plain lines, no escape codes.
+#[test]
+fn the_live_display_is_a_bar_on_a_terminal_and_plain_lines_in_a_pipe() {
+    let target = Target::start(&["--workers", "1", "--delay", "10ms"]);
+    let out = out_dir("live-display-tty");
+    let command = format!(
+        "{} run --url {} --rate 300 --duration 2s --connections 4 --timeout 2s --no-probes --preflight 0s --out {}",
+        common::loader_bin(),
+        target.url(),
+        out.display()
+    );
+    let child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("TERM", "xterm")
+        .env("COLUMNS", "160")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("`script` (util-linux) runs");
+    let output = common::wait_bounded(child, Duration::from_secs(40));
+    let tty = String::from_utf8_lossy(&output.stdout);
+    assert!(out.join("summary.json").is_file(), "the run finished: {tty}");
+    assert!(tty.contains("\x1b["), "a terminal gets a redrawn bar: {tty}");
+    assert!(tty.contains("main @ 300/s"), "the phase is shown: {tty}");
+    assert!(tty.contains("/2s"), "the position in the run is shown: {tty}");
+    assert!(tty.contains("BEHIND: sent"), "a second that sent less than it offered is flagged: {tty}");
+    assert!(!tty.contains("[   1s]"), "no plain lines on a terminal: {tty}");
+
+    // The same run into a pipe: one plain line a second, the signal at its end, no escapes.
+    let (output, summary) = loader_run(
+        &[
+            "--url",
+            &target.url(),
+            "--rate",
+            "300",
+            "--duration",
+            "2s",
+            "--connections",
+            "4",
+            "--timeout",
+            "2s",
+            "--no-probes",
+        ],
+        &out_dir("live-display-pipe"),
+        Duration::from_secs(40),
+    );
+    assert!(summary.is_some(), "{}", String::from_utf8_lossy(&output.stderr));
+    let plain = String::from_utf8_lossy(&output.stdout);
+    let first = plain.lines().find(|l| l.starts_with("[   1s]")).unwrap_or_else(|| panic!("a plain line: {plain}"));
+    assert!(first.contains("main @ 300/s") && first.contains("BEHIND: sent"), "{first}");
+    assert!(!plain.contains('\x1b'), "no escape codes in a pipe: {plain}");
+}
