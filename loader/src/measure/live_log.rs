@@ -46,12 +46,7 @@ pub(super) struct Line<'a> {
 impl<'a> Line<'a> {
     /// A line for the second ending at `at` with the counts of `second`.
     pub fn new(run: usize, at: Duration, plan: &'a Plan, offered: u64, second: &LiveTotals, cpu: Option<f64>) -> Self {
-        let phase = plan
-            .phases
-            .iter()
-            .rev()
-            .find(|p| at > p.start)
-            .map_or("draining", |p| if at <= p.start + p.duration { p.name.as_str() } else { "draining" });
+        let phase = plan.phase_at(at).map_or("draining", |p| p.name.as_str());
         Line {
             run,
             t: (at.as_secs_f64() * 1000.0).round() / 1000.0,

@@ -19,16 +19,15 @@ const REFRESH_HZ: u8 = 4;
 const BEHIND_SHARE: f64 = 0.95;
 
 /// The live progress display: a bar on a terminal, plain lines otherwise.
-pub(super) struct Progress {
+pub(super) struct Progress<'a> {
     bar: Option<ProgressBar>,
-    /// Each phase's start, end, name and rate.
-    phases: Vec<(Duration, Duration, String, f64)>,
+    plan: &'a Plan,
     /// The phases' send schedules: what each second offered.
     windows: Vec<Window>,
 }
 
-impl Progress {
-    pub fn new(plan: &Plan) -> Self {
+impl<'a> Progress<'a> {
+    pub fn new(plan: &'a Plan) -> Self {
         let tty = !plan.plain && std::io::stdout().is_terminal();
         let bar = tty.then(|| {
             let bar = ProgressBar::with_draw_target(
@@ -43,24 +42,12 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(1000 / u64::from(REFRESH_HZ)));
             bar
         });
-        Progress {
-            bar,
-            phases: plan.phases.iter().map(|p| (p.start, p.start + p.duration, p.name.clone(), p.rate)).collect(),
-            windows: plan.phases.iter().map(|p| p.window()).collect(),
-        }
-    }
-
-    /// The phase running at `at`, and its rate (none while the run drains).
-    fn phase(&self, at: Duration) -> Option<(&str, f64)> {
-        self.phases
-            .iter()
-            .find(|(start, end, ..)| at > *start && at <= *end)
-            .map(|(_, _, name, rate)| (name.as_str(), *rate))
+        Progress { bar, plan, windows: plan.phases.iter().map(|p| p.window()).collect() }
     }
 
     pub fn line(&self, at: Duration, second: &LiveTotals, cpu: f64) {
-        let phase = self.phase(at);
-        let phase_text = phase.map_or_else(|| "draining".to_string(), |(name, rate)| format!("{name} @ {rate:.0}/s"));
+        let phase_text =
+            self.plan.phase_at(at).map_or_else(|| "draining".to_string(), |p| format!("{} @ {:.0}/s", p.name, p.rate));
         // The second that just ended: (at - 1 s, at].
         let to = at.as_nanos() as u64;
         let from = to.saturating_sub(1_000_000_000);

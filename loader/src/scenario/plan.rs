@@ -247,6 +247,13 @@ impl Plan {
         self.phases.last().map(|p| p.start + p.duration).unwrap_or_default()
     }
 
+    /// The phase a second ending `at` after the run's zero belongs to: phase `p` covers
+    /// `(start, start + duration]`. `None` before the first second and once the last phase
+    /// has ended (the run drains).
+    pub fn phase_at(&self, at: Duration) -> Option<&Phase> {
+        self.phases.iter().find(|p| at > p.start && at <= p.start + p.duration)
+    }
+
     /// The request mix as a cycle of request indices: request `i` of a phase is
     /// `mix[i % mix.len()]`. Smooth weighted round-robin (nginx's), so each request's share
     /// holds over any window, not only over the whole cycle.
@@ -431,6 +438,26 @@ mod tests {
         let spec = Spec::from_run_args(&a)?;
         let url = a.url.clone().unwrap();
         Plan::resolve(&spec, &url)
+    }
+
+    #[test]
+    fn the_phase_of_a_second_is_the_one_it_ends_in() {
+        let p = plan(|a| {
+            a.rate = None;
+            a.profile = Some("step".into());
+            a.steps = Some(vec![100.0, 200.0]);
+            a.hold = Some("2s".into());
+            a.warmup = Some("1s".into());
+        })
+        .unwrap();
+        let name = |s: u64| p.phase_at(Duration::from_secs(s)).map(|ph| ph.name.clone());
+        assert_eq!(name(0), None, "nothing has run at the zero");
+        assert_eq!(name(1).as_deref(), Some("warmup"));
+        assert_eq!(name(2).as_deref(), Some("step 1"));
+        assert_eq!(name(3).as_deref(), Some("step 1"), "a phase covers the second ending at its end");
+        assert_eq!(name(4).as_deref(), Some("step 2"));
+        assert_eq!(name(5).as_deref(), Some("step 2"));
+        assert_eq!(name(6), None, "after the last phase the run drains");
     }
 
     #[test]
