@@ -59,7 +59,11 @@ impl Prometheus {
         let prometheus = Prometheus { child, addr };
         let give_up = Instant::now() + Duration::from_secs(30);
         while http_get(addr, "/-/ready", "*/*").is_none_or(|(status, ..)| status != 200) {
-            assert!(Instant::now() < give_up, "prometheus not ready in 30 s; see {}", dir.join("prometheus.log").display());
+            assert!(
+                Instant::now() < give_up,
+                "prometheus not ready in 30 s; see {}",
+                dir.join("prometheus.log").display()
+            );
             thread::sleep(Duration::from_millis(200));
         }
         prometheus
@@ -95,7 +99,10 @@ fn prometheus_or_skip(test: &str) -> Option<PathBuf> {
     let found = which("prometheus");
     if found.is_none() {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!is_root() && !ci, "{test}: prometheus is not installed (cargo xtask setup, or apt-get install prometheus)");
+        assert!(
+            !is_root() && !ci,
+            "{test}: prometheus is not installed (cargo xtask setup, or apt-get install prometheus)"
+        );
         eprintln!("skipping {test}: prometheus is not installed and this is not root (cargo xtask setup installs it)");
     }
     found
@@ -220,7 +227,11 @@ fn prometheus_scrapes_a_constant_run_and_ends_on_the_summary_totals_exactly() {
         Duration::from_secs(150),
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.code().is_some_and(|c| c == 0 || c == 3),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(stdout.contains(&format!("metrics at http://{metrics}/metrics")), "{stdout}");
     checker.join().expect("the checker thread").unwrap_or_else(|e| panic!("mid-run exposition: {e}"));
     let s = summary.expect("summary.json written");
@@ -231,7 +242,11 @@ fn prometheus_scrapes_a_constant_run_and_ends_on_the_summary_totals_exactly() {
     assert_eq!(last("loader_run_finished"), 1.0, "Prometheus scraped the final values during the linger");
     let (sent, ok) = (total(&s, "sent"), total(&s, "ok"));
     assert_eq!(sent, 30_000, "500/s for 60 s");
-    println!("sent: counter {} summary {sent}; ok: counter {} summary {ok}", last("loader_requests_sent_total"), last("loader_requests_ok_total"));
+    println!(
+        "sent: counter {} summary {sent}; ok: counter {} summary {ok}",
+        last("loader_requests_sent_total"),
+        last("loader_requests_ok_total")
+    );
     assert_eq!(last("loader_requests_sent_total"), sent as f64, "sent");
     assert_eq!(last("loader_requests_ok_total"), ok as f64, "ok");
     assert_eq!(last("loader_requests_offered_total"), total(&s, "requests") as f64, "offered");
@@ -243,7 +258,12 @@ fn prometheus_scrapes_a_constant_run_and_ends_on_the_summary_totals_exactly() {
         assert_eq!(*value, errors_of(&s, class) as f64, "errors of class {class}");
         errors += *value as u64;
     }
-    let summary_errors: u64 = s["phases"].as_array().expect("phases").iter().flat_map(|p| p["errors"].as_object().expect("errors").values().map(u)).sum();
+    let summary_errors: u64 = s["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .flat_map(|p| p["errors"].as_object().expect("errors").values().map(u))
+        .sum();
     println!("errors: counter {errors} summary {summary_errors}");
     assert_eq!(errors, summary_errors, "errors");
     assert_eq!(errors + ok, total(&s, "requests"), "every planned request is ok or an error class");
@@ -261,6 +281,14 @@ fn a_busy_metrics_address_is_one_error_line_before_the_run() {
     let busy = TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
     let addr = busy.local_addr().expect("its address").to_string();
     let out = out_dir("metrics-busy");
-    assert_flag_error(&["--url", "http://127.0.0.1:9/", "--rate", "10", "--duration", "1s", "--metrics", &addr], "--metrics", &out);
-    assert_flag_error(&["--url", "http://127.0.0.1:9/", "--rate", "10", "--duration", "1s", "--metrics", "nowhere"], "--metrics", &out);
+    assert_flag_error(
+        &["--url", "http://127.0.0.1:9/", "--rate", "10", "--duration", "1s", "--metrics", &addr],
+        "--metrics",
+        &out,
+    );
+    assert_flag_error(
+        &["--url", "http://127.0.0.1:9/", "--rate", "10", "--duration", "1s", "--metrics", "nowhere"],
+        "--metrics",
+        &out,
+    );
 }

@@ -79,11 +79,8 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         if repeat > 1 {
             println!("\nloader: run {k} of {repeat}");
         }
-        let outputs = Outputs {
-            dir: &dir,
-            json_lines: args.json_lines.as_deref().map(|p| (p, k)),
-            metrics: endpoint.as_ref(),
-        };
+        let outputs =
+            Outputs { dir: &dir, json_lines: args.json_lines.as_deref().map(|p| (p, k)), metrics: endpoint.as_ref() };
         let (summary, analysis) = run_once(
             &plan,
             outputs,
@@ -163,7 +160,11 @@ fn linger_for_scrapers(endpoint: &Endpoint, linger: Duration, interrupted: &Atom
     if linger.is_zero() {
         return;
     }
-    println!("loader: the final metrics stay at http://{}/metrics for {}", endpoint.addr(), humantime::format_duration(linger));
+    println!(
+        "loader: the final metrics stay at http://{}/metrics for {}",
+        endpoint.addr(),
+        humantime::format_duration(linger)
+    );
     // A signal during the run was already acted on; only a new one cuts the linger short.
     interrupted.store(false, Ordering::Relaxed);
     let until = Instant::now() + linger;

@@ -91,7 +91,9 @@ impl LiveCopies {
             phases.resize(record.phases.len(), None);
         }
         for (slot, p) in phases.iter_mut().zip(&record.phases) {
-            if slot.as_ref().is_none_or(|c| c.is_behind(p)) {
+            // A phase gets its buffers once it first moves; one that never runs costs nothing.
+            let moved = slot.as_ref().map_or(p.sent + p.finished() > 0, |c| c.is_behind(p));
+            if moved {
                 slot.get_or_insert_with(PhaseCopy::new).fill_from(p);
             }
         }
@@ -118,7 +120,8 @@ mod tests {
 
     #[test]
     fn copies_only_moved_phases_and_hands_each_copy_over_once() {
-        let windows = vec![Window::constant(0, 1_000_000_000, 10.0), Window::constant(1_000_000_000, 2_000_000_000, 10.0)];
+        let windows =
+            vec![Window::constant(0, 1_000_000_000, 10.0), Window::constant(1_000_000_000, 2_000_000_000, 10.0)];
         let mut r = ShardRecord::new(windows, 2);
         let copies = LiveCopies::default();
         r.on_send(1, 1_000_000_000, 1_020_000_000, 0, false, 1);

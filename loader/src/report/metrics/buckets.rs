@@ -88,7 +88,7 @@ impl EncodeMetric for SharedHistogram {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         let folded = self.folded.lock().map_err(|_| std::fmt::Error)?;
         let buckets: Vec<(f64, u64)> =
-            self.bounds.iter().copied().chain([f64::MAX]).zip(folded.counts.iter().copied()).collect();
+            self.bounds.iter().copied().chain([f64::INFINITY]).zip(folded.counts.iter().copied()).collect();
         encoder.encode_histogram::<NoLabelSet>(folded.sum, folded.counts.iter().sum(), &buckets, None)
     }
 

@@ -67,10 +67,8 @@ pub fn wants_openmetrics(accept: &str) -> bool {
 /// The Prometheus 0.0.4 text of an OpenMetrics text (see the module's doc).
 pub fn prometheus_text(openmetrics: &str) -> String {
     // Families whose name changes: counter → NAME_total, info → NAME_info.
-    let types: std::collections::HashMap<&str, &str> = openmetrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE ").and_then(|r| r.split_once(' ')))
-        .collect();
+    let types: std::collections::HashMap<&str, &str> =
+        openmetrics.lines().filter_map(|l| l.strip_prefix("# TYPE ").and_then(|r| r.split_once(' '))).collect();
     let renamed = |name: &str| match types.get(name) {
         Some(&"counter") => Some(format!("{name}_total")),
         Some(&"info") => Some(format!("{name}_info")),
@@ -81,7 +79,11 @@ pub fn prometheus_text(openmetrics: &str) -> String {
         if line == "# EOF" || line.starts_with("# UNIT ") {
             continue;
         }
-        if let Some((keyword, rest)) = line.strip_prefix("# HELP ").map(|r| ("HELP", r)).or_else(|| line.strip_prefix("# TYPE ").map(|r| ("TYPE", r))) {
+        if let Some((keyword, rest)) = line
+            .strip_prefix("# HELP ")
+            .map(|r| ("HELP", r))
+            .or_else(|| line.strip_prefix("# TYPE ").map(|r| ("TYPE", r)))
+        {
             let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
             let name = renamed(name).unwrap_or_else(|| name.to_string());
             let tail = match (keyword, tail) {

@@ -72,7 +72,13 @@ struct Part {
 }
 
 impl Part {
-    fn of(sent: u64, ok: u64, errors: [u64; ErrorClass::COUNT], late: (u64, u64), hists: [&hdrhistogram::Histogram<u64>; 2]) -> Self {
+    fn of(
+        sent: u64,
+        ok: u64,
+        errors: [u64; ErrorClass::COUNT],
+        late: (u64, u64),
+        hists: [&hdrhistogram::Histogram<u64>; 2],
+    ) -> Self {
         Part {
             sent,
             ok,
@@ -146,15 +152,24 @@ impl LiveMetrics {
     pub fn new(plan: &Plan, probes: bool) -> Self {
         let mut registry = Registry::with_prefix("loader");
         let offered = Counter::default();
-        registry.register("requests_offered", "Requests the schedule offered so far (planned up to now)", offered.clone());
+        registry.register(
+            "requests_offered",
+            "Requests the schedule offered so far (planned up to now)",
+            offered.clone(),
+        );
         let sent = Counter::default();
         registry.register("requests_sent", "Requests sent", sent.clone());
         let ok = Counter::default();
         registry.register("requests_ok", "Requests answered 2xx/3xx", ok.clone());
         let errors = Family::<ClassLabel, Counter>::default();
-        registry.register("request_errors", "Requests that ended in an error class (see docs/metrics.md)", errors.clone());
+        registry.register(
+            "request_errors",
+            "Requests that ended in an error class (see docs/metrics.md)",
+            errors.clone(),
+        );
         for class in ErrorClass::ALL {
-            errors.get_or_create(&ClassLabel { class: class.as_str().to_string() });
+            // Every class is a series from the start, so `rate()` sees the first error.
+            let _ = errors.get_or_create(&ClassLabel { class: class.as_str().to_string() });
         }
         let late = Counter::default();
         registry.register("late_sends", "Sends more than 10 ms behind their intended time", late.clone());
@@ -172,15 +187,24 @@ impl LiveMetrics {
             latency.clone(),
         );
         let send_lag = SharedHistogram::new(SEND_LAG_BOUNDS);
-        registry.register_with_unit("send_lag", "Actual send time minus intended send time", Unit::Seconds, send_lag.clone());
+        registry.register_with_unit(
+            "send_lag",
+            "Actual send time minus intended send time",
+            Unit::Seconds,
+            send_lag.clone(),
+        );
         let in_flight = Gauge::default();
         registry.register("requests_in_flight", "Requests in flight now", in_flight.clone());
         let open = Gauge::default();
         registry.register("connections_open", "Connections open now", open.clone());
         let shard_cpu = Family::<ShardLabel, Gauge<f64, AtomicU64>>::default();
-        registry.register("shard_cpu_ratio", "CPU of each shard thread over the last second, in cores", shard_cpu.clone());
+        registry.register(
+            "shard_cpu_ratio",
+            "CPU of each shard thread over the last second, in cores",
+            shard_cpu.clone(),
+        );
         for shard in 0..plan.threads {
-            shard_cpu.get_or_create(&ShardLabel { shard: shard.to_string() });
+            let _ = shard_cpu.get_or_create(&ShardLabel { shard: shard.to_string() });
         }
         let (runqueue_p99, lost) = if probes {
             let g = Gauge::<f64, AtomicU64>::default();
@@ -204,7 +228,7 @@ impl LiveMetrics {
             .map(|p| PhaseLabel { phase: p.name.clone(), kind: p.kind.as_str().to_string() })
             .collect();
         for label in &phases {
-            phase.get_or_create(label);
+            let _ = phase.get_or_create(label);
         }
         let emergency_stop = Gauge::default();
         registry.register("emergency_stop", "1 once the emergency stop has halted sending", emergency_stop.clone());

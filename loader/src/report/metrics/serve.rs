@@ -62,7 +62,8 @@ impl Endpoint {
             std::net::TcpListener::bind(parsed).map_err(|source| EndpointError::Bind { addr: parsed, source })?;
         let bound = listener.local_addr().map_err(|source| EndpointError::Bind { addr: parsed, source })?;
         listener.set_nonblocking(true).map_err(|source| EndpointError::Bind { addr: parsed, source })?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(EndpointError::Thread)?;
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(EndpointError::Thread)?;
         let current = Arc::new(RwLock::new(Arc::new(Exposition::default())));
         let (shutdown, stopped) = watch::channel(false);
         let served = Arc::clone(&current);
@@ -96,7 +97,11 @@ impl Drop for Endpoint {
 }
 
 /// Accept until `stopped` turns true; each connection is served on the same runtime.
-async fn serve(listener: std::net::TcpListener, current: Arc<RwLock<Arc<Exposition>>>, mut stopped: watch::Receiver<bool>) {
+async fn serve(
+    listener: std::net::TcpListener,
+    current: Arc<RwLock<Arc<Exposition>>>,
+    mut stopped: watch::Receiver<bool>,
+) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
     loop {
         let stream = tokio::select! {
