@@ -315,7 +315,7 @@ impl LiveMetrics {
         set(&self.late_unpooled, parts().map(|p| p.late_unpooled).sum());
         for class in ErrorClass::ALL {
             let n = parts().map(|p| p.errors[class as usize]).sum();
-            set(&*self.errors.get_or_create(&ClassLabel { class: class.as_str().to_string() }), n);
+            set(&self.errors.get_or_create(&ClassLabel { class: class.as_str().to_string() }), n);
         }
         self.latency.set(parts().map(|p| &p.latency));
         self.send_lag.set(parts().map(|p| &p.send_lag));
