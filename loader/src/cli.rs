@@ -275,6 +275,16 @@ pub struct RunArgs {
     /// errors, in flight, connections, busiest shard's CPU); the lines add up to the totals.
     #[arg(long, value_name = "FILE")]
     pub json_lines: Option<PathBuf>,
+    /// Serve live metrics at http://ADDR/metrics while the run goes (Prometheus text, or
+    /// OpenMetrics when the scraper asks for it): counts, errors by class, latency and
+    /// send-lag histograms, in flight, connections, shard CPU, probes, phase (docs/metrics.md).
+    /// The last values equal summary.json's totals.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// After the run, keep serving the final metrics this long so a scraper gets them
+    /// (default 5s; a signal ends it early).
+    #[arg(long, value_name = "DUR", requires = "metrics")]
+    pub metrics_linger: Option<String>,
 }
 
 /// Flags of `loader target`.

@@ -16,7 +16,8 @@
 //! - [`probes`]: eBPF programs on the loader's own process (tgid) and sockets.
 //! - [`health`]: the `/proc` and cgroup half of loader health (the fallback without probes).
 //! - [`verdict`]: whether the numbers can be trusted, and which side explains each anomaly.
-//! - [`report`]: terminal tables, `summary.json`, the HDR interval log.
+//! - [`report`]: terminal tables, `summary.json`, the HDR interval log, the live metrics
+//!   endpoint (`--metrics`).
 //! - [`commands`]: each command orders the stages; [`calibrate`] certifies the machine;
 //!   [`target`] is the built-in endpoint used by demos, calibration and tests.
 //!

@@ -42,7 +42,8 @@ pub fn run(extras: Extras) -> Result<()> {
     tracefs(root);
     // `ip`/`tc`/`ss` (iproute2) build the network namespaces of the probe and verdict-matrix
     // tests, `nft` drops SYNs and packets in them, `strip` makes the binary whose uprobes
-    // cannot attach, python3 runs the hostile HTTP server, `c++` builds libFuzzer.
+    // cannot attach, python3 runs the hostile HTTP server, `c++` builds libFuzzer,
+    // prometheus (and its promtool) scrapes `loader run --metrics` in the metrics suite.
     let packages = [
         ("nginx", "nginx-light"),
         ("wrk", "wrk"),
@@ -50,6 +51,7 @@ pub fn run(extras: Extras) -> Result<()> {
         ("nft", "nftables"),
         ("strip", "binutils"),
         ("python3", "python3"),
+        ("prometheus", "prometheus"),
         CXX,
     ];
     apt_packages(root, &packages)?;

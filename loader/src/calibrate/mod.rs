@@ -282,7 +282,8 @@ impl Pass<'_> {
             }
         };
         let probes_on = probes.is_some();
-        let mut summary = crate::measure::measure(plan, interrupted, probes.as_mut(), probe_reason, None, None, None)?;
+        let mut summary =
+            crate::measure::measure(plan, interrupted, probes.as_mut(), probe_reason, None, Default::default())?;
         crate::measure::conclude(&mut summary, plan)?;
         let runqueue_limit = Limits::default().runqueue_p99_ms;
         let calls = steps::figures(&summary)

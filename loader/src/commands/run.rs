@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 
@@ -15,6 +15,7 @@ use crate::cli::RunArgs;
 use crate::measure;
 use crate::privilege::Privileges;
 use crate::probes::Probes;
+use crate::report::metrics::Endpoint;
 use crate::report::{text, write_json};
 use crate::scenario::{PhaseKind, Plan, Spec, Target};
 use crate::summary::{CapacitySummary, Summary};
@@ -23,6 +24,15 @@ use crate::target;
 /// `loader run`: every repeat of the plan, then the capacity plan over their knees.
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let spec = Spec::from_run_args(args)?;
+    let linger = match args.metrics_linger.as_deref() {
+        Some(text) => crate::scenario::parse_duration("--metrics-linger", text)?,
+        None => METRICS_LINGER,
+    };
+    // Bound before anything starts: a bad or busy address is an error, not a run.
+    let endpoint = args.metrics.as_deref().map(Endpoint::bind).transpose()?;
+    if let Some(e) = &endpoint {
+        println!("loader: metrics at http://{}/metrics", e.addr());
+    }
     measure::raise_nofile_limit();
 
     // The demo (no URL): the built-in target as a child process, so that its threads never
@@ -69,7 +79,8 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         if repeat > 1 {
             println!("\nloader: run {k} of {repeat}");
         }
-        let outputs = Outputs { dir: &dir, json_lines: args.json_lines.as_deref().map(|p| (p, k)) };
+        let outputs =
+            Outputs { dir: &dir, json_lines: args.json_lines.as_deref().map(|p| (p, k)), metrics: endpoint.as_ref() };
         let (summary, analysis) = run_once(
             &plan,
             outputs,
@@ -134,7 +145,32 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             .map_err(|e| crate::error::OutputError::new(path, e))?;
         println!("junit: {}", path.display());
     }
+    if let Some(e) = endpoint {
+        linger_for_scrapers(&e, linger, &interrupted);
+    }
     Ok(outcome_of(&combined))
+}
+
+/// How long the final metrics stay served after the run by default: a few scrapes at the
+/// usual 1–2 s interval.
+const METRICS_LINGER: Duration = Duration::from_secs(5);
+
+/// Keep serving the final metrics for `linger`, or until a signal arrives meanwhile.
+fn linger_for_scrapers(endpoint: &Endpoint, linger: Duration, interrupted: &AtomicBool) {
+    if linger.is_zero() {
+        return;
+    }
+    println!(
+        "loader: the final metrics stay at http://{}/metrics for {}",
+        endpoint.addr(),
+        humantime::format_duration(linger)
+    );
+    // A signal during the run was already acted on; only a new one cuts the linger short.
+    interrupted.store(false, Ordering::Relaxed);
+    let until = Instant::now() + linger;
+    while Instant::now() < until && !interrupted.load(Ordering::Relaxed) {
+        std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(100)));
+    }
 }
 
 /// The probes across the runs of `--repeat`, loaded once, while root, by the first run:
@@ -143,10 +179,12 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
 type ProbeState = Option<Result<Box<Probes>, String>>;
 
 /// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
-/// Where one run writes: its directory and, with `--json-lines`, the stream (file, run number).
+/// Where one run writes: its directory, with `--json-lines` the stream (file, run number),
+/// with `--metrics` the live endpoint.
 struct Outputs<'a> {
     dir: &'a Path,
     json_lines: Option<(&'a Path, usize)>,
+    metrics: Option<&'a Endpoint>,
 }
 
 fn run_once(
@@ -158,7 +196,7 @@ fn run_once(
     probes: &mut ProbeState,
     certificate: Option<&crate::calibrate::Certified>,
 ) -> anyhow::Result<(Summary, analysis::Analysis)> {
-    let Outputs { dir, json_lines } = outputs;
+    let Outputs { dir, json_lines, metrics } = outputs;
     // Before the probes attach, so these sleeping threads are not counted as the run's.
     let noise = (!preflight.is_zero()).then(|| {
         let slo_ms =
@@ -214,7 +252,8 @@ fn run_once(
         plan.target.url
     );
 
-    let mut summary = measure::measure(plan, interrupted, attached, probe_reason, noise, Some(dir), json_lines)?;
+    let streams = measure::Outputs { hlog_dir: Some(dir), json_lines, metrics };
+    let mut summary = measure::measure(plan, interrupted, attached, probe_reason, noise, streams)?;
     summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
     let analysis = measure::conclude(&mut summary, plan)?;
     print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));

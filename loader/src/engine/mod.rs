@@ -134,6 +134,9 @@ pub struct ShardConfig {
     pub stop: Arc<AtomicBool>,
     /// Live counters of this shard.
     pub live: Arc<Live>,
+    /// Where the shard hands copies of its record over once a second for the live metrics
+    /// endpoint (`None`: no endpoint, no copies).
+    pub live_copies: Option<Arc<crate::record::LiveCopies>>,
     /// Expected run length in seconds (sizes the per-second series up front).
     pub seconds: usize,
     /// When the shard sleeps: see [`pace`].

@@ -10,6 +10,7 @@ use anyhow::Context as _;
 
 use super::live_log::{Line, LiveLog};
 use super::meters::{CpuMeter, LiveTotals, proc_status_mib};
+use super::metrics_feed::MetricsFeed;
 use super::progress::Progress;
 use super::{Executed, POOL_OPEN_GRACE};
 use crate::analysis::live::StopReason;
@@ -18,19 +19,22 @@ use crate::engine::{self, Clock, Live, ShardConfig, ShardResult};
 use crate::health::Sampler;
 use crate::probes::Probes;
 use crate::record::ShardRecord;
+use crate::report::metrics::Endpoint;
 use crate::scenario::{PhaseKind, Plan};
 use crate::schedule::ShardSchedule;
 use crate::summary::{self, EmergencyStop, HealthSummary};
 
-/// Start one thread per shard, show progress each second, merge when they end.
-pub(super) fn execute(
+/// Start one thread per shard, show progress each second (and feed `metrics`, the live
+/// endpoint, when given), merge when they end.
+pub(super) fn execute<'m>(
     plan: &Plan,
     stop: &Arc<AtomicBool>,
     interrupted: &Arc<AtomicBool>,
     mut probes: Option<&mut Probes>,
     live_log: &mut LiveLog,
+    metrics: Option<&'m Endpoint>,
     run: usize,
-) -> anyhow::Result<Executed> {
+) -> anyhow::Result<Executed<'m>> {
     let windows: Vec<_> = plan.phases.iter().map(|p| p.window()).collect();
     let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
     let clock = Clock::new(Instant::now() + POOL_OPEN_GRACE);
@@ -52,6 +56,7 @@ pub(super) fn execute(
         None => None,
     };
     let pace = plan.pace();
+    let mut feed = metrics.map(|endpoint| MetricsFeed::new(endpoint, plan, probes.is_some()));
     let mut lives = Vec::new();
     let mut handles = Vec::new();
     // Each shard says when it ends, so the main thread can sleep until the next second.
@@ -71,6 +76,7 @@ pub(super) fn execute(
             clock,
             stop: Arc::clone(stop),
             live,
+            live_copies: feed.as_ref().and_then(|f| f.copies_for(shard)),
             seconds,
             pace,
             tls: tls.clone(),
@@ -163,6 +169,9 @@ pub(super) fn execute(
                     emergency = Some((reason, clock.now_ns()));
                 }
             }
+            if let Some(f) = feed.as_mut() {
+                f.second(plan, at, &totals, &pct, probes.as_deref(), emergency.is_some());
+            }
         }
         // Sleep to the next second (or a shard's end), looking at the interrupt flag at least
         // every 100 ms: the main thread shares the loader's CPUs and must not wake them for
@@ -226,5 +235,6 @@ pub(super) fn execute(
         emergency_stop,
         stopped_at_ns,
         failure: (!failures.is_empty()).then(|| failures.join("; ")),
+        metrics: feed.map(MetricsFeed::into_metrics),
     })
 }

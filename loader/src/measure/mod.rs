@@ -7,12 +7,15 @@
 //! | `mod.rs` | [`measure`] and [`conclude`]; the process set-up they need |
 //! | `execute.rs` | the shard threads, the once-a-second loop, the merge |
 //! | `meters.rs` | CPU per shard thread, memory, the shards' live counters |
+//! | `live_log.rs` | the per-second NDJSON stream (`--json-lines`) |
+//! | `metrics_feed.rs` | the live metrics endpoint's once-a-second update (`--metrics`) |
 //! | `progress.rs` | the live progress line |
 //! | `probe_summary.rs` | the probes' readings as `summary.probes` |
 
 mod execute;
 mod live_log;
 mod meters;
+mod metrics_feed;
 mod probe_summary;
 mod progress;
 
@@ -26,6 +29,7 @@ use anyhow::Context as _;
 use crate::analysis::{self, Analysis, Criteria, KneeRules};
 use crate::probes::Probes;
 use crate::record::ShardRecord;
+use crate::report::metrics::{Endpoint, LiveMetrics};
 use crate::scenario::Plan;
 use crate::summary::{EmergencyStop, HealthSummary, Summary};
 use crate::verdict;
@@ -37,29 +41,46 @@ use probe_summary::probe_summary;
 /// Time between starting the shards and the run's zero: the pools connect meanwhile.
 const POOL_OPEN_GRACE: Duration = Duration::from_millis(250);
 
+/// Where a run's outputs go besides the summary; all optional.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Outputs<'a> {
+    /// The HDR interval log and the per-phase `.hgrm` distributions go to this directory.
+    pub hlog_dir: Option<&'a Path>,
+    /// `--json-lines`: the file, and which run of `--repeat` this is (from 1).
+    pub json_lines: Option<(&'a Path, usize)>,
+    /// `--metrics`: the live endpoint, fed each second and given the final values.
+    pub metrics: Option<&'a Endpoint>,
+}
+
 /// Shards, merge, summary, printing only the live progress. `probes` (already attached,
 /// counting from zero) are sampled and read here; `preflight` is the host's noise floor the
-/// verdict will use; the HDR interval log and the per-phase `.hgrm` distributions go to
-/// `hlog_dir` when given; `json_lines` (file, run of `--repeat`) streams one NDJSON line a
-/// second. The summary comes
-/// back unjudged: the caller may add the certificate comparison, then [`conclude`].
+/// verdict will use; `outputs` says where the HDR log, the NDJSON stream and the live
+/// metrics go. The live metrics end with the merged record's counts (those of the summary).
+/// The summary comes back unjudged: the caller may add the certificate comparison, then
+/// [`conclude`].
 pub fn measure(
     plan: &Plan,
     interrupted: &Arc<AtomicBool>,
     mut probes: Option<&mut Probes>,
     probe_reason: Option<String>,
     preflight: Option<crate::health::preflight::Preflight>,
-    hlog_dir: Option<&Path>,
-    json_lines: Option<(&Path, usize)>,
+    outputs: Outputs<'_>,
 ) -> anyhow::Result<Summary> {
+    let Outputs { hlog_dir, json_lines, metrics } = outputs;
     let stop = Arc::new(AtomicBool::new(false));
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (lines_path, run_index) = json_lines.map_or((None, 1), |(p, k)| (Some(p), k));
     let mut live_log = live_log::LiveLog::open(lines_path, run_index).with_context(|| {
         format!("cannot open --json-lines {}", lines_path.map_or(String::new(), |p| p.display().to_string()))
     })?;
-    let run = execute(plan, &stop, interrupted, probes.as_deref_mut(), &mut live_log, run_index)?;
+    let mut run = execute(plan, &stop, interrupted, probes.as_deref_mut(), &mut live_log, metrics, run_index)?;
     let probes_summary = probe_summary(probes.as_deref(), probe_reason);
+    if let Some((mut live, endpoint)) = run.metrics.take() {
+        // The summary's own source: `phases[].requests`, `.sent`, `.ok`, `.errors` are these.
+        let planned: u64 = plan.phases.iter().map(|p| p.window().planned()).sum();
+        live.finish(&run.record, planned, probes_summary.lost);
+        endpoint.publish(live.render());
+    }
 
     let mut summary = crate::summary::build(&crate::summary::Inputs {
         plan,
@@ -100,7 +121,7 @@ pub fn conclude(summary: &mut Summary, plan: &Plan) -> anyhow::Result<Analysis> 
 }
 
 /// What the shards measured, merged, and the loader's CPU per second.
-struct Executed {
+struct Executed<'m> {
     record: ShardRecord,
     elapsed: Duration,
     /// Per second, the CPU of each shard (percent of one core).
@@ -117,6 +138,8 @@ struct Executed {
     stopped_at_ns: Option<u64>,
     /// Why shards failed part-way, if any did.
     failure: Option<String>,
+    /// The live metrics (with `--metrics`), still to be given their final values.
+    metrics: Option<(LiveMetrics, &'m Endpoint)>,
 }
 
 /// Let the pool use every descriptor the hard limit allows.

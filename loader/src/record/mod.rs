@@ -20,9 +20,11 @@ use hdrhistogram::Histogram;
 use crate::schedule::Window;
 
 mod errors;
+mod live_copy;
 
 use errors::status_message;
 pub use errors::{DETAIL_MESSAGES, ErrorClass, ErrorDetail, OTHER_MESSAGES};
+pub use live_copy::{LiveCopies, PhaseCopy};
 
 /// Highest latency a histogram holds, in microseconds (one hour); larger values saturate.
 const MAX_US: u64 = 3_600_000_000;

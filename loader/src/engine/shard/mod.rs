@@ -92,6 +92,8 @@ pub struct Shard {
     pub(super) clock: Clock,
     stop: Arc<AtomicBool>,
     live: Arc<Live>,
+    /// Copies for the live metrics endpoint, and when the next one is due (ns since start).
+    live_copies: Option<(Arc<crate::record::LiveCopies>, u64)>,
     pub(super) record: ShardRecord,
     /// Requests handed to a connection and not yet finished.
     pub(super) in_flight: u32,
@@ -165,6 +167,7 @@ impl Shard {
             clock: cfg.clock,
             stop: cfg.stop,
             live: cfg.live,
+            live_copies: cfg.live_copies.map(|c| (c, 0)),
             in_flight: 0,
             open: 0,
             sent: 0,
@@ -271,6 +274,19 @@ impl Shard {
                 self.dispatch(woke);
             }
             self.publish();
+            self.copy_for_metrics(woke);
+        }
+    }
+
+    /// Once a second at most, at the end of a turn: hand copies of the phases that moved to
+    /// the live metrics endpoint (see `record::LiveCopies`; a turn that finds the main thread
+    /// reading them tries again next turn). Nothing when no endpoint runs.
+    fn copy_for_metrics(&mut self, now: u64) {
+        if let Some((copies, due)) = self.live_copies.as_mut()
+            && now >= *due
+            && copies.copy_from(&self.record)
+        {
+            *due = now + 1_000_000_000;
         }
     }
 
