@@ -59,7 +59,7 @@ impl<'a> MetricsFeed<'a> {
             in_flight: totals.in_flight,
             open: totals.open,
             cpu_pct,
-            phase: plan.phases.iter().position(|p| at > p.start && at <= p.start + p.duration),
+            phase: plan.phase_index_at(at),
             runqueue_p99_us: sample.and_then(|s| s.runqueue_p99_us),
             lost: sample.map_or(0, |s| s.lost),
             emergency_stop,

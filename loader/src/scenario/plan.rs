@@ -251,7 +251,12 @@ impl Plan {
     /// `(start, start + duration]`. `None` before the first second and once the last phase
     /// has ended (the run drains).
     pub fn phase_at(&self, at: Duration) -> Option<&Phase> {
-        self.phases.iter().find(|p| at > p.start && at <= p.start + p.duration)
+        self.phase_index_at(at).map(|i| &self.phases[i])
+    }
+
+    /// The index of [`Plan::phase_at`]'s phase.
+    pub fn phase_index_at(&self, at: Duration) -> Option<usize> {
+        self.phases.iter().position(|p| at > p.start && at <= p.start + p.duration)
     }
 
     /// The request mix as a cycle of request indices: request `i` of a phase is
