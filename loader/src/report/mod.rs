@@ -1,10 +1,11 @@
 //! Outputs of a run: the terminal tables ([`text`]), the HDR interval log ([`hdr`]), the
-//! per-phase percentile distributions ([`hgrm`]), the step judgement as JUnit XML ([`junit`])
-//! and the JSON files ([`write_json`]). They read merged, judged data; none measures or judges.
+//! per-phase percentile distributions ([`hgrm`]), the step judgement as JUnit XML ([`junit`]),
+//! the self-contained HTML page ([`html`]) and the JSON files ([`write_json`]). They read merged, judged data; none measures or judges.
 //! The `summary.json` types themselves are the [`crate::summary`] module.
 
 pub mod hdr;
 pub mod hgrm;
+pub mod html;
 pub mod junit;
 pub mod text;
 
