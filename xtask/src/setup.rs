@@ -50,6 +50,8 @@ pub fn run(extras: Extras) -> Result<()> {
         ("nft", "nftables"),
         ("strip", "binutils"),
         ("python3", "python3"),
+        // The HTML report's end-to-end test opens it in headless Chromium.
+        ("chromium", "chromium"),
         CXX,
     ];
     apt_packages(root, &packages)?;
