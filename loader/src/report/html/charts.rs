@@ -37,6 +37,16 @@ fn run_end(s: &Summary) -> f64 {
     phases.max(s.series.len() as f64).max(s.run.elapsed_s).max(1.0)
 }
 
+/// A line's points, (x, y) in data units.
+type Line = Vec<(f64, f64)>;
+/// One figure of a second's latency.
+type Pick = fn(&SecondLatencyMs) -> f64;
+
+/// Where second `t` of a per-second series is drawn: the middle of the second it counts.
+fn mid(t: u64) -> f64 {
+    t as f64 + 0.5
+}
+
 fn time_ticks(end: f64) -> Vec<(f64, String)> {
     linear_ticks(0.0, end, 10).into_iter().map(|t| (t, format!("{}s", num(t)))).collect()
 }
@@ -72,7 +82,7 @@ fn mark_knee_and_cliff(c: &mut Chart, s: &Summary) {
 pub fn rates(s: &Summary) -> String {
     let end = run_end(s);
     let series = |f: fn(&SecondSummary) -> u64| {
-        let points: Vec<(f64, f64)> = s.series.iter().map(|x| (x.t as f64, f(x) as f64)).collect();
+        let points: Vec<(f64, f64)> = s.series.iter().map(|x| (mid(x.t), f(x) as f64)).collect();
         downsample(&points, MAX_POINTS, Keep::Mean)
     };
     let (offered, sent, ok) = (series(|x| x.offered), series(|x| x.sent), series(|x| x.ok));
@@ -101,11 +111,10 @@ pub fn latency_over_time(s: &Summary) -> String {
     let per_second = s.series.iter().any(|x| x.latency_ms.is_some());
     if per_second {
         // A bucket of seconds keeps its mean median but its largest p99 and max.
-        let picks: [(fn(&SecondLatencyMs) -> f64, Keep); 3] =
-            [(|l| l.p50, Keep::Mean), (|l| l.p99, Keep::Max), (|l| l.max, Keep::Max)];
+        let picks: [(Pick, Keep); 3] = [(|l| l.p50, Keep::Mean), (|l| l.p99, Keep::Max), (|l| l.max, Keep::Max)];
         for (line, (pick, keep)) in lines.iter_mut().zip(picks) {
             let points: Vec<(f64, f64)> =
-                s.series.iter().map(|x| (x.t as f64, x.latency_ms.as_ref().map_or(f64::NAN, pick))).collect();
+                s.series.iter().map(|x| (mid(x.t), x.latency_ms.as_ref().map_or(f64::NAN, pick))).collect();
             *line = downsample(&points, MAX_POINTS, keep);
         }
     } else {
@@ -162,8 +171,7 @@ pub fn spectrum(spectra: &[PhaseSpectrum], s: &Summary) -> String {
         let xy: Vec<(f64, f64)> = pts.iter().map(|&(q, v)| (1.0 / (1.0 - q), v)).collect();
         downsample(&xy, MAX_POINTS / 2, Keep::Max)
     };
-    let lines: Vec<(Vec<(f64, f64)>, Vec<(f64, f64)>)> =
-        shown.iter().map(|p| (to_x(&p.latency), to_x(&p.service))).collect();
+    let lines: Vec<(Line, Line)> = shown.iter().map(|p| (to_x(&p.latency), to_x(&p.service))).collect();
     let all = || lines.iter().flat_map(|(a, b)| a.iter().chain(b));
     let x_hi = all().map(|p| p.0).fold(100.0, f64::max);
     let x_hi = 10f64.powf(x_hi.log10().ceil()).min(1e9);
@@ -203,7 +211,7 @@ pub fn percentile_label(x: f64) -> String {
 pub fn health(s: &Summary, cpu_limit: f64) -> String {
     let end = run_end(s);
     let mut out = String::new();
-    let cpu: Vec<(f64, f64)> = s.series.iter().map(|x| (x.t as f64, x.cpu.unwrap_or(f64::NAN))).collect();
+    let cpu: Vec<(f64, f64)> = s.series.iter().map(|x| (mid(x.t), x.cpu.unwrap_or(f64::NAN))).collect();
     if cpu.iter().any(|p| p.1.is_finite()) {
         let cpu = downsample(&cpu, MAX_POINTS, Keep::Max);
         let top = cpu.iter().map(|p| p.1).filter(|v| v.is_finite()).fold(100.0, f64::max);
