@@ -60,6 +60,8 @@ pub enum Command {
     Target(TargetArgs),
     /// Re-judge a saved run (its DIR/summary.json), e.g. with other limits.
     Verdict(VerdictArgs),
+    /// Render a saved run's HTML report (DIR/report.html) from its DIR/summary.json.
+    Report(ReportArgs),
     /// Measure this machine's own ceiling against the built-in target and write its
     /// certificate (see docs/calibration.md).
     Calibrate(CalibrateArgs),
@@ -102,6 +104,13 @@ pub struct CalibrateArgs {
     /// Runtime threads of the built-in target (default 1; each one takes a core from the loader).
     #[arg(long, default_value_t = 1)]
     pub target_threads: usize,
+}
+
+/// Flags of `loader report`.
+#[derive(Debug, Args, Clone)]
+pub struct ReportArgs {
+    /// Directory of a saved run (holds summary.json; report.html is written there).
+    pub dir: PathBuf,
 }
 
 /// Flags of `loader verdict`.

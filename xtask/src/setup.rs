@@ -52,6 +52,8 @@ pub fn run(extras: Extras) -> Result<()> {
         ("strip", "binutils"),
         ("python3", "python3"),
         ("prometheus", "prometheus"),
+        // The HTML report's end-to-end test opens it in headless Chromium.
+        ("chromium", "chromium"),
         CXX,
     ];
     apt_packages(root, &packages)?;

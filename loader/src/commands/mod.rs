@@ -4,15 +4,21 @@
 //! - `loader run` (`run.rs`): spec → (built-in target) → plan → probes → [`crate::measure`]
 //!   → verdict and analysis → outputs, once per `--repeat`, then the capacity plan.
 //! - `loader verdict DIR` (`verdict.rs`): a saved summary judged again with other limits.
+//! - `loader report DIR` (`report.rs`): a saved summary rendered again as `report.html`.
 //! - `loader calibrate`: the [`crate::calibrate`] module.
 //! - `loader target`: the [`crate::target`] module.
 
+mod report;
 mod run;
 mod verdict;
 
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
 use crate::Outcome;
 use crate::cli::{Cli, Command};
-use crate::summary::Summary;
+use crate::summary::{self, Summary};
 use crate::target::{self, TargetConfig};
 
 /// Run one command of the CLI.
@@ -25,6 +31,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         }
         Command::Run(args) => run::run(&args),
         Command::Verdict(args) => verdict::rejudge(&args),
+        Command::Report(args) => report::render(&args),
         Command::Calibrate(args) => crate::calibrate::calibrate(&args),
     }
 }
@@ -46,4 +53,20 @@ fn outcome_of(s: &Summary) -> Outcome {
     } else {
         Outcome::Passed
     }
+}
+
+/// A saved run's `DIR/summary.json` and its path; a missing directory or file, unreadable
+/// JSON or another schema is an error of one line.
+fn read_summary(dir: &Path) -> anyhow::Result<(PathBuf, Summary)> {
+    if !dir.is_dir() {
+        anyhow::bail!("{}: no such directory (expected a run's output directory)", dir.display());
+    }
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let summary: Summary =
+        serde_json::from_str(&text).with_context(|| format!("{} is not a loader summary", path.display()))?;
+    if summary.schema != summary::SCHEMA {
+        anyhow::bail!("{}: schema {:?}, expected {:?}", path.display(), summary.schema, summary::SCHEMA);
+    }
+    Ok((path, summary))
 }

@@ -1,5 +1,6 @@
 //! `loader run`: spec → (built-in target) → plan → probes → measure → verdict and analysis →
-//! outputs, once per `--repeat`, then the capacity plan over the runs' knees.
+//! outputs (summary.json, report.html), once per `--repeat`, then the capacity plan over the
+//! runs' knees.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -139,6 +140,9 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         let path = out_dir.join("summary.json");
         write_json(&path, &combined)?;
         println!("summary: {}", path.display());
+        let (last_dir, ..) = runs.last().expect("at least one run");
+        let page = crate::report::html::write(&out_dir, last_dir, &combined)?;
+        println!("report: {}", page.display());
     }
     if let Some(path) = &args.junit {
         std::fs::write(path, crate::report::junit::render(&combined))
@@ -263,6 +267,8 @@ fn run_once(
     let path = dir.join("summary.json");
     write_json(&path, &summary)?;
     println!("summary: {}", path.display());
+    let page = crate::report::html::write(dir, dir, &summary)?;
+    println!("report: {}", page.display());
     Ok((summary, analysis))
 }
 

@@ -1,26 +1,16 @@
-//! `loader verdict DIR`: judge a saved run again, with other limits, and rewrite its summary.
+//! `loader verdict DIR`: judge a saved run again, with other limits, and rewrite its summary
+//! (and its report.html).
 
-use std::fs;
-
-use anyhow::Context as _;
-
-use super::outcome_of;
+use super::{outcome_of, read_summary};
 use crate::Outcome;
 use crate::analysis::{self, KneeRules};
 use crate::cli::VerdictArgs;
 use crate::report::{text, write_json};
-use crate::summary::{self, Summary};
 use crate::verdict::{self, Limits};
 
 /// Judge `DIR/summary.json` again with the given limits.
 pub(super) fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
-    let path = args.dir.join("summary.json");
-    let text = fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut summary: Summary =
-        serde_json::from_str(&text).with_context(|| format!("{} is not a loader summary", path.display()))?;
-    if summary.schema != summary::SCHEMA {
-        anyhow::bail!("{}: schema {:?}, expected {:?}", path.display(), summary.schema, summary::SCHEMA);
-    }
+    let (path, mut summary) = read_summary(&args.dir)?;
     let mut limits = Limits::default();
     if let Some(v) = args.cpu_p95 {
         limits.cpu_p95_pct = v;
@@ -50,6 +40,9 @@ pub(super) fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
     if !args.dry_run {
         write_json(&path, &summary)?;
         println!("summary: {} (verdict updated)", path.display());
+        // The page beside it shows the new verdict too.
+        let page = crate::report::html::write(&args.dir, &super::report::hgrm_dir(&args.dir, &summary), &summary)?;
+        println!("report: {}", page.display());
     }
     Ok(outcome_of(&summary))
 }

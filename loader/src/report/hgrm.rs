@@ -46,7 +46,7 @@ pub fn percentile_distribution(h: &Histogram<u64>, scale: f64) -> String {
 }
 
 /// A phase name as a file name (no path separators, spaces or commas).
-fn file_stem(name: &str) -> String {
+pub(crate) fn file_stem(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 

@@ -1,11 +1,12 @@
 //! Outputs of a run: the terminal tables ([`text`]), the HDR interval log ([`hdr`]), the
 //! per-phase percentile distributions ([`hgrm`]), the step judgement as JUnit XML ([`junit`]),
-//! the JSON files ([`write_json`]) and the live metrics endpoint ([`metrics`]). They read
-//! merged or copied data; none measures or judges.
+//! the self-contained HTML page ([`html`]), the JSON files ([`write_json`]) and the live
+//! metrics endpoint ([`metrics`]). They read merged or copied data; none measures or judges.
 //! The `summary.json` types themselves are the [`crate::summary`] module.
 
 pub mod hdr;
 pub mod hgrm;
+pub mod html;
 pub mod junit;
 pub mod metrics;
 pub mod text;

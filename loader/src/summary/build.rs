@@ -133,6 +133,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 .collect(),
             in_flight_max: u64::from(s.in_flight_max),
             cpu: inp.cpu.get(t).map(|shards| round2(shards.iter().copied().fold(0.0, f64::max))),
+            latency_ms: second_latency(&s.latency),
         })
         .collect();
     let shards = inp.cpu.iter().map(Vec::len).max().unwrap_or(0);
@@ -185,6 +186,12 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         health: inp.health.clone(),
         errors_detail: errors_detail(&rec.details),
     }
+}
+
+/// A second's latency figures in ms, rounded to the µs; `None` for a second without any.
+fn second_latency(l: &crate::record::SecondLatency) -> Option<SecondLatencyMs> {
+    let q = |q: f64| l.quantile_us(q).map(|us| us.round() / 1000.0);
+    Some(SecondLatencyMs { p50: q(0.5)?, p99: q(0.99)?, max: ms(l.max_us()) })
 }
 
 fn wake_late(h: &Histogram<u64>) -> Option<WakeLateUs> {
@@ -308,6 +315,11 @@ mod tests {
         assert_eq!(v["loader"]["cpu_max"], 90.0, "the busiest shard's");
         assert_eq!(v["loader"]["cpu_p95"], 90.0, "one saturated shard of two is saturation");
         assert_eq!(v["series"][2]["cpu"], 90.0);
+        assert!(v["series"][0]["latency_ms"].is_null(), "no request completed in the first second");
+        let second = &v["series"][1]["latency_ms"];
+        assert_eq!(second["max"], 2.0, "the max is exact");
+        let p50 = second["p50"].as_f64().unwrap();
+        assert!((p50 - 2.0).abs() <= 2.0 * 0.0625, "p50 {p50} within a bucket's half width");
         assert!(v["loader"].get("certificate").is_some());
     }
 }

@@ -31,7 +31,7 @@ pub use loader::{
     CertificateRef, ConnectMs, HandshakeMs, HealthSummary, LoaderSummary, ProbeHandshakeMs, ProbeSummary, Resets,
     RunQueueUs, TimeWait, TlsSummary, WakeLateUs,
 };
-pub use phase::{ErrorMessage, LatencyMs, PhaseSummary, SecondSummary, SendLagMs};
+pub use phase::{ErrorMessage, LatencyMs, PhaseSummary, SecondLatencyMs, SecondSummary, SendLagMs};
 
 use std::collections::BTreeMap;
 

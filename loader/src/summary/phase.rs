@@ -118,4 +118,19 @@ pub struct SecondSummary {
     pub in_flight_max: u64,
     /// CPU of the busiest shard this second, percent of one core.
     pub cpu: Option<f64>,
+    /// Corrected latency of the requests that completed this second (null: none did, or a
+    /// summary written before it was kept). Percentiles within ±6.25 %, max exact.
+    #[serde(default)]
+    pub latency_ms: Option<SecondLatencyMs>,
+}
+
+/// One second's latency, milliseconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SecondLatencyMs {
+    /// Median (bucket midpoint).
+    pub p50: f64,
+    /// 99th percentile (bucket midpoint).
+    pub p99: f64,
+    /// Largest (exact).
+    pub max: f64,
 }

@@ -1,0 +1,205 @@
+//! The report's reference sections: the loader's health (CPU per shard, run-queue delay,
+//! send lag, connects, TIME_WAIT and ports, lost probe events — "not measured" where the
+//! summary has no figure), the certificate's headroom, and the run's metadata. Tables only;
+//! the health charts are `charts.rs`.
+
+use std::fmt::Write as _;
+
+use super::escape::{NOT_MEASURED, esc, num, opt, pct};
+use crate::summary::Summary;
+
+/// A two-column table of (label, already-escaped HTML value) rows.
+fn table(id: &str, rows: &[(&str, String)]) -> String {
+    let mut out = format!(r#"<table id="{id}" class="facts"><tbody>"#);
+    for (label, value) in rows {
+        let _ = write!(out, "<tr><th>{}</th><td>{value}</td></tr>", esc(label));
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+/// Three figures as "p50 / p99 / max unit".
+fn trio(p50: f64, p99: f64, max: f64, unit: &str) -> String {
+    format!("{} / {} / {}{unit}", num(p50), num(p99), num(max))
+}
+
+/// The loader's own health, as far as the summary carries it.
+pub fn health(s: &Summary) -> String {
+    let (l, p, h) = (&s.loader, &s.probes, &s.health.peaks);
+    let shards = if l.cpu_p95_by_shard.is_empty() {
+        NOT_MEASURED.to_string()
+    } else {
+        l.cpu_p95_by_shard.iter().enumerate().map(|(k, c)| format!("#{k}: {}%", num(*c))).collect::<Vec<_>>().join(", ")
+    };
+    let worst_lag = s.phases.iter().map(|ph| &ph.send_lag_ms).fold(None::<(f64, f64)>, |acc, lag| {
+        Some(acc.map_or((lag.p99, lag.max), |(p99, max)| (p99.max(lag.p99), max.max(lag.max))))
+    });
+    let late: u64 = s.phases.iter().map(|ph| ph.late).sum();
+    let probes = if p.available {
+        "attached".to_string()
+    } else {
+        format!("not attached: {}", esc(p.unavailable_reason.as_deref().unwrap_or("no reason recorded")))
+    };
+    let rows = [
+        ("probes (eBPF)", probes),
+        ("CPU p95 per shard (% of one core)", shards),
+        ("CPU p95 / max, busiest shard", format!("{} / {}", opt(l.cpu_p95, "%"), opt(l.cpu_max, "%"))),
+        (
+            "run-queue delay, shards p50 / p99 / max",
+            p.runqueue_us.as_ref().map_or(NOT_MEASURED.into(), |r| trio(r.p50, r.p99, r.max, " µs")),
+        ),
+        (
+            "run-queue delay, other threads p50 / p99 / max",
+            p.runqueue_other_us.as_ref().map_or(NOT_MEASURED.into(), |r| trio(r.p50, r.p99, r.max, " µs")),
+        ),
+        (
+            "timer wake-up lateness p50 / p99 / max",
+            l.wake_late_us.as_ref().map_or(NOT_MEASURED.into(), |w| trio(w.p50, w.p99, w.max, " µs")),
+        ),
+        (
+            "send lag, worst phase p99 / max",
+            worst_lag.map_or(NOT_MEASURED.into(), |(p99, max)| format!("{} / {} ms", num(p99), num(max))),
+        ),
+        ("late sends (> 10 ms behind)", late.to_string()),
+        (
+            "connect latency p50 / p99 / max",
+            p.connect_ms.as_ref().map_or(NOT_MEASURED.into(), |c| {
+                format!("{} ({} connects, {} failed)", trio(c.p50, c.p99, c.max, " ms"), c.count, c.failed)
+            }),
+        ),
+        (
+            "connections opened / failed",
+            format!("{} / {} (pool of {})", s.run.connections_opened, s.run.connect_failures, s.run.connections),
+        ),
+        (
+            "TIME_WAIT: entries / loader's peak / host's peak",
+            p.time_wait.as_ref().map_or_else(
+                || h.time_wait_max.map_or(NOT_MEASURED.into(), |t| format!("host peak {t} (sockstat)")),
+                |t| {
+                    let host = t.host_max_live.map_or(NOT_MEASURED.into(), |n| n.to_string());
+                    format!("{} / {} / {host}", t.entries, t.max_live)
+                },
+            ),
+        ),
+        (
+            "ephemeral ports, peak share: loader / host",
+            format!(
+                "{} / {}",
+                pct(p.ephemeral_ports_max_ratio),
+                pct(p.host_ephemeral_ports_max_ratio.or(h.ephemeral_ports_max_ratio))
+            ),
+        ),
+        ("file descriptors, peak share of the limit", pct(h.fds_max_ratio)),
+        ("cgroup throttling", opt(h.cgroup_throttled_ms, " ms")),
+        ("SYN retransmits / all retransmits", format!("{} / {}", count(p.syn_retransmits), count(p.retransmits))),
+        (
+            "resets sent / received",
+            p.resets.as_ref().map_or(NOT_MEASURED.into(), |r| format!("{} / {}", r.sent, r.received)),
+        ),
+        (
+            "drops by reason",
+            p.drops.as_ref().map_or(NOT_MEASURED.into(), |d| {
+                if d.is_empty() {
+                    "none".into()
+                } else {
+                    esc(&d.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))
+                }
+            }),
+        ),
+        ("lost probe events", lost(s)),
+        (
+            "memory (RSS) start / end / peak",
+            format!(
+                "{} / {} / {}",
+                opt(l.rss_mib_start, " MiB"),
+                opt(l.rss_mib_end, " MiB"),
+                opt(l.rss_mib_peak, " MiB")
+            ),
+        ),
+    ];
+    table("health", &rows)
+}
+
+fn count(n: Option<u64>) -> String {
+    n.map_or(NOT_MEASURED.into(), |n| n.to_string())
+}
+
+fn lost(s: &Summary) -> String {
+    let p = &s.probes;
+    let Some(n) = p.lost else { return NOT_MEASURED.into() };
+    let mut text = n.to_string();
+    if let Some(by) = p.lost_by_reason.as_ref().filter(|b| !b.is_empty()) {
+        let _ = write!(text, " ({})", esc(&by.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", ")));
+    }
+    if let Some(share) = &p.loss_share {
+        let _ =
+            write!(text, "; share lost: scheduler {}, sockets {}", pct(Some(share.runqueue)), pct(Some(share.sockets)));
+    }
+    text
+}
+
+/// The certificate's headroom: how far the run's rate was from this machine's certified
+/// ceiling, as a bar with the verdict's 70 % line.
+pub fn certificate(s: &Summary) -> String {
+    let Some(c) = &s.loader.certificate else {
+        return r#"<p class="missing">No certificate: this run was not compared with a certified ceiling (run <code>loader calibrate</code> on this machine).</p>"#.to_string();
+    };
+    let ratio = if c.ratio.is_finite() { c.ratio.max(0.0) } else { 0.0 };
+    let bound = if c.lower_bound { " (a lower bound of the ceiling: the true share is at most this)" } else { "" };
+    let class = if ratio > 0.7 { "over" } else { "under" };
+    format!(
+        r#"<p>Certified ceiling {} req/s; the run reached {} of it{bound}; headroom {}.</p><svg class="headroom" viewBox="0 0 600 28" role="img" aria-label="share of the certified ceiling"><rect class="track" x="0" y="6" width="600" height="16"/><rect class="{class}" x="0" y="6" width="{}" height="16"/><line class="mark-limit" x1="420" x2="420" y1="0" y2="28"/><text class="mark-label" x="424" y="12">70%</text></svg>"#,
+        num(c.ceiling_rps),
+        pct(Some(ratio)),
+        pct(Some((1.0 - ratio).max(0.0))),
+        super::escape::px(600.0 * ratio.min(1.0)),
+    )
+}
+
+/// What was run, with what, where.
+pub fn metadata(s: &Summary) -> String {
+    let r = &s.run;
+    let rows = [
+        ("target", format!("<code>{}</code>", esc(&r.url))),
+        ("profile", esc(&r.profile)),
+        ("started", esc(&r.started_at)),
+        ("elapsed", format!("{} s", num(r.elapsed_s))),
+        ("connections / shard threads", format!("{} / {}", r.connections, r.threads)),
+        ("client timeout", format!("{} s", num(r.timeout_s))),
+        ("keep-alive", if r.keepalive { "yes" } else { "no" }.to_string()),
+        ("wake-up batching window", format!("{} µs", num(r.wake_window_us))),
+        (
+            "TLS",
+            s.tls.as_ref().map_or("no (http)".into(), |t| {
+                format!("{} handshakes, {} resumed, {} failed", t.handshakes, t.resumed, t.failures)
+            }),
+        ),
+        ("command line", "not recorded in summary.json".to_string()),
+        ("machine fingerprint", "not recorded in summary.json (the certificate holds it)".to_string()),
+        (
+            "pre-flight noise check",
+            s.preflight.as_ref().map_or("skipped".into(), |p| {
+                format!(
+                    "1 ms sleeps woke {} / {} / {} µs late (p50/p99/max) on {} thread(s)",
+                    num(p.late_p50_us),
+                    num(p.late_p99_us),
+                    num(p.late_max_us),
+                    p.threads
+                )
+            }),
+        ),
+        ("schema", esc(&s.schema)),
+        ("loader version", esc(&r.loader_version)),
+    ];
+    let mut out = table("metadata", &rows);
+    if !s.errors_detail.is_empty() {
+        out.push_str(r#"<h3>Errors by class</h3><ul class="errors">"#);
+        for (class, messages) in &s.errors_detail {
+            for m in messages.iter().take(20) {
+                let _ = write!(out, "<li><code>{}</code> × {}: {}</li>", esc(class), m.count, esc(&m.message));
+            }
+        }
+        out.push_str("</ul>");
+    }
+    out
+}
