@@ -34,6 +34,10 @@ pub const ISOLATED_LATE_SENDS: u64 = 2;
 /// Share of a phase's sends that may have waited for a connection (or their own connect)
 /// before its send lag stops being the loader's own.
 const WAITED_SHARE_MAX: f64 = 0.005;
+/// Share of a phase's sends that may have waited for a connection before its send lag p99.9
+/// stops being the loader's (or the host's): from 0.1 % of sends the p99.9 can be pool waits
+/// alone — the target's slowness, already reported as `pool_exhausted`.
+const TAIL_WAITED_SHARE_MAX: f64 = 0.001;
 /// Fewest sends for a phase's p99s to be compared: from 1000 the p99 is the tenth-worst
 /// sample, which one or two pauses of the host cannot set (from 100 it would be the worst).
 const MIN_SENDS_FOR_P99: u64 = 1_000;
@@ -292,7 +296,8 @@ fn late_sends(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
 
 /// Delays that reach the tail above p99 but not the p99: the worst measured phase where send
 /// lag p99.9 is a material share of latency p99.9 and some send was at least
-/// `Limits::runqueue_p99_ms` late (below that the tail is timer jitter). An annotation: the
+/// `Limits::runqueue_p99_ms` late (below that the tail is timer jitter), among phases whose
+/// sends (almost) never waited for a busy connection. An annotation: the
 /// quoted p99 holds, the figures above it are not the target's alone. Nothing to add when a
 /// reason already invalidates the run for the loader's delays.
 fn tail(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
@@ -305,6 +310,7 @@ fn tail(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
     }
     let worst = measured(s)
         .filter(|p| p.sent >= MIN_SENDS_FOR_P99 && p.latency_ms.p999 > 0.0)
+        .filter(|p| p.waited_for_connection as f64 <= TAIL_WAITED_SHARE_MAX * p.sent as f64)
         .filter(|p| p.send_lag_ms.max >= limits.runqueue_p99_ms && p.send_lag_ms.p999 >= share * p.latency_ms.p999)
         .max_by(|a, b| (a.send_lag_ms.p999 / a.latency_ms.p999).total_cmp(&(b.send_lag_ms.p999 / b.latency_ms.p999)));
     let Some(p) = worst else { return };

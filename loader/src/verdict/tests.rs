@@ -184,6 +184,12 @@ fn delays_that_reach_only_the_tail_above_p99_are_annotated() {
     s.phases[0].send_lag_ms.max = 4.1;
     s.phases[0].send_lag_ms.p999 = 0.3;
     assert!(judge(&s, &Limits::default()).reasons.is_empty());
+    // … nor a lag that is the wait for a busy connection: a saturated target exhausted the
+    // pool (a stepped run past a 1-worker target's capacity: send lag p99.9 1379 ms = 91 % of
+    // the latency p99.9, all of it pool waits, was blamed on "the host pausing the loader").
+    s.phases[0].send_lag_ms.p999 = 2.3;
+    s.phases[0].waited_for_connection = s.phases[0].sent / 100;
+    assert!(!codes(&judge(&s, &Limits::default())).contains(&"tail_own_delay"));
 }
 
 #[test]
