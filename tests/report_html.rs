@@ -111,6 +111,14 @@ fn every_run_writes_a_small_self_contained_report() {
     // The per-second latency chart is drawn from the run's own series.
     assert!(s["series"].as_array().expect("series").iter().any(|x| x["latency_ms"]["p99"].is_number()));
     assert!(page.contains("completed each second"));
+    // The metadata says how the run was started and where: the command line and the machine.
+    let args: Vec<&str> =
+        s["run"]["command_line"].as_array().expect("run.command_line").iter().filter_map(|a| a.as_str()).collect();
+    assert!(args.get(1) == Some(&"run") && args.contains(&"--steps"), "{args:?}");
+    assert!(page.contains("<code>") && page.contains(" run --url "), "the command line is shown");
+    let kernel = s["machine"]["kernel"].as_str().expect("machine.kernel");
+    assert!(s["machine"]["cores"].as_u64().is_some_and(|c| c >= 1), "{}", s["machine"]);
+    assert!(page.contains(&format!("kernel {kernel}")), "the machine is shown");
 }
 
 #[test]

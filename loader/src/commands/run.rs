@@ -259,6 +259,8 @@ fn run_once(
     let streams = measure::Outputs { hlog_dir: Some(dir), json_lines, metrics };
     let mut summary = measure::measure(plan, interrupted, attached, probe_reason, noise, streams)?;
     summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
+    summary.run.command_line = std::env::args().collect();
+    summary.machine = Some(crate::health::machine::Fingerprint::of_this_machine());
     let analysis = measure::conclude(&mut summary, plan)?;
     print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
     if plan.phases.iter().filter(|p| p.kind == PhaseKind::Hold).count() > 1 {

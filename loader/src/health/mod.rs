@@ -11,6 +11,7 @@
 //! This module only observes; judging the figures is the verdict's job. The parsers are pure
 //! functions with tests beside them.
 
+pub mod machine;
 mod parse;
 pub mod preflight;
 

@@ -53,6 +53,10 @@ pub struct Summary {
     pub failure: Option<String>,
     /// What was run.
     pub run: RunInfo,
+    /// The load machine it ran on (the fingerprint a calibration certificate is matched by);
+    /// null in summaries written before it was recorded.
+    #[serde(default)]
+    pub machine: Option<crate::health::machine::Fingerprint>,
     /// Trust verdict.
     pub verdict: Verdict,
     /// One entry per phase, in order.
@@ -131,6 +135,10 @@ pub struct RunInfo {
     pub wake_window_us: f64,
     /// Loader version.
     pub loader_version: String,
+    /// The command line that started the run, one argument per entry (empty in summaries
+    /// written before it was recorded).
+    #[serde(default)]
+    pub command_line: Vec<String>,
 }
 
 /// The trust verdict.

@@ -178,7 +178,13 @@ struct RunContext<'a> {
 fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, resolution: &mut Option<(f64, f64)>) {
     let RunContext { limits, share, floor, runqueue_max_ms, window_us } = *run;
     let (lag, lat) = (p.send_lag_ms.p99, p.latency_ms.p99);
-    if lag > limits.send_lag_p99_ms && p.late_unpooled > 0 {
+    // The absolute limit blames the loader only when its own late sends (a connection was
+    // free) are enough to set the p99: ≥ 1 % of the sends. Fewer, and the p99 is the waits
+    // for a connection — a saturated target, SYNs retransmitted by a lossy network — while
+    // the loader's isolated late sends are `late_sends`' to report. (CI: 25 % of SYNs dropped,
+    // no keep-alive: lag p99 2,059 ms from 285 sends that waited for their connect, and one
+    // late send with a connection free invalidated the run for the loader.)
+    if lag > limits.send_lag_p99_ms && p.late_unpooled > 0 && p.late_unpooled as f64 >= 0.01 * p.sent as f64 {
         reasons.push(reason(
             "send_lag",
             LOADER,

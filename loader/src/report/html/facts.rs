@@ -156,6 +156,22 @@ pub fn certificate(s: &Summary) -> String {
     )
 }
 
+/// The load machine's fingerprint, one line.
+fn machine(m: Option<&crate::health::machine::Fingerprint>) -> String {
+    let Some(m) = m else { return "not recorded (a summary from an older loader)".to_string() };
+    let or = |v: &Option<String>| v.as_deref().map_or_else(|| "?".to_string(), esc);
+    format!(
+        "{} ({} CPUs), kernel {}, ports {}, tcp_tw_reuse {}, somaxconn {}, nofile {}",
+        or(&m.cpu_model),
+        m.cores,
+        or(&m.kernel),
+        or(&m.ip_local_port_range),
+        or(&m.tcp_tw_reuse),
+        or(&m.somaxconn),
+        m.nofile_limit.map_or_else(|| "?".to_string(), |n| n.to_string())
+    )
+}
+
 /// What was run, with what, where.
 pub fn metadata(s: &Summary) -> String {
     let r = &s.run;
@@ -174,8 +190,15 @@ pub fn metadata(s: &Summary) -> String {
                 format!("{} handshakes, {} resumed, {} failed", t.handshakes, t.resumed, t.failures)
             }),
         ),
-        ("command line", "not recorded in summary.json".to_string()),
-        ("machine fingerprint", "not recorded in summary.json (the certificate holds it)".to_string()),
+        (
+            "command line",
+            if r.command_line.is_empty() {
+                "not recorded (a summary from an older loader)".to_string()
+            } else {
+                format!("<code>{}</code>", esc(&r.command_line.join(" ")))
+            },
+        ),
+        ("machine", machine(s.machine.as_ref())),
         (
             "pre-flight noise check",
             s.preflight.as_ref().map_or("skipped".into(), |p| {
