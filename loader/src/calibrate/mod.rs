@@ -169,7 +169,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     // failure and the target's own failed steps included (the loader sent those on time).
     let stepped: Vec<StepCall> = coarse.iter().chain(&fine).cloned().collect();
     let open_loop = judge::highest_on_time(&stepped);
-    // It includes the last good step, so it is never below it.
+    // The last good step counts too unless most of its sends waited for a connection.
     if finding.limited_by == LimitedBy::Target
         && let Some(best) = open_loop
     {
