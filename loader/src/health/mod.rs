@@ -33,6 +33,10 @@ pub struct HealthSample {
     pub core_busy_pct: Vec<f64>,
     /// Time the process's cgroup was throttled during the interval, milliseconds.
     pub cgroup_throttled_ms: Option<f64>,
+    /// Time the hypervisor took from each (virtual) core during the interval (`steal` in
+    /// `/proc/stat`, in clock ticks of 10 ms), milliseconds (index = CPU number).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub core_steal_ms: Vec<f64>,
     /// Open file descriptors of the process.
     pub fds: Option<u64>,
     /// Its soft `RLIMIT_NOFILE`.
@@ -58,6 +62,13 @@ pub struct HealthPeaks {
     pub cgroup_throttled_ms: Option<f64>,
     /// Highest busy share of any core in any second, percent.
     pub core_busy_max_pct: Option<f64>,
+    /// Time the hypervisor took from this machine's cores during the run, all cores summed,
+    /// milliseconds (`steal`; 0 on bare metal or a quiet host; absent in older summaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ms: Option<f64>,
+    /// Most the hypervisor took from one core in one second, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_max_ms_per_s: Option<f64>,
 }
 
 /// Reads the sources each second and keeps the series (one small sample a second).
@@ -118,6 +129,12 @@ impl Sampler {
         if let Some(cores) = fs::read_to_string("/proc/stat").ok().map(|t| parse::per_core_times(&t)) {
             if let Some(before) = &self.last_cores {
                 sample.core_busy_pct = cores.iter().zip(before).map(|(a, b)| round1(a.busy_pct_since(b))).collect();
+                let tick_ms = 1000.0 / self.clk_tck;
+                sample.core_steal_ms = cores
+                    .iter()
+                    .zip(before)
+                    .map(|(a, b)| round1(a.steal.saturating_sub(b.steal) as f64 * tick_ms))
+                    .collect();
             }
             self.last_cores = Some(cores);
         }
@@ -163,6 +180,12 @@ impl Sampler {
                 .fold(None, |acc: Option<f64>, v| Some(acc.unwrap_or(0.0) + v))
                 .map(round1),
             core_busy_max_pct: max_f(&mut s.iter().flat_map(|x| x.core_busy_pct.iter().copied())),
+            steal_ms: s
+                .iter()
+                .filter(|x| !x.core_steal_ms.is_empty())
+                .fold(None, |acc: Option<f64>, x| Some(acc.unwrap_or(0.0) + x.core_steal_ms.iter().sum::<f64>()))
+                .map(round1),
+            steal_max_ms_per_s: max_f(&mut s.iter().flat_map(|x| x.core_steal_ms.iter().copied())),
         }
     }
 }
@@ -199,7 +222,23 @@ mod tests {
         assert!(last.process_cpu_pct.is_some());
         assert!(!last.core_busy_pct.is_empty());
         assert!(last.sockstat.is_some());
+        assert_eq!(last.core_steal_ms.len(), last.core_busy_pct.len(), "steal is read for every core");
         let peaks = s.peaks();
         assert!(peaks.fds_max_ratio.unwrap() > 0.0);
+        assert!(peaks.steal_ms.is_some_and(|ms| ms >= 0.0));
+    }
+
+    #[test]
+    fn steal_adds_up_over_cores_and_seconds() {
+        let mut s = Sampler::new(Instant::now());
+        s.series = vec![
+            HealthSample { t: 1, core_steal_ms: vec![0.0, 10.0], ..Default::default() },
+            HealthSample { t: 2, core_steal_ms: vec![20.0, 0.0], ..Default::default() },
+            HealthSample { t: 3, ..Default::default() },
+        ];
+        let p = s.peaks();
+        assert_eq!((p.steal_ms, p.steal_max_ms_per_s), (Some(30.0), Some(20.0)));
+        s.series.clear();
+        assert_eq!(s.peaks().steal_ms, None, "not measured is not zero");
     }
 }

@@ -9,6 +9,9 @@ pub struct CpuTimes {
     pub busy: u64,
     /// All time.
     pub total: u64,
+    /// Time the hypervisor ran something else while this (virtual) CPU wanted to run
+    /// (`steal`): 0 on bare metal.
+    pub steal: u64,
 }
 
 impl CpuTimes {
@@ -28,7 +31,7 @@ pub fn per_core_times(text: &str) -> Vec<CpuTimes> {
             // user nice system idle iowait irq softirq steal ...
             let total: u64 = v.iter().take(8).sum();
             let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-            CpuTimes { busy: total.saturating_sub(idle), total }
+            CpuTimes { busy: total.saturating_sub(idle), total, steal: v.get(7).copied().unwrap_or(0) }
         })
         .collect()
 }
@@ -132,12 +135,12 @@ mod tests {
 
     #[test]
     fn proc_stat_per_core() {
-        let text = "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 5 0 5 40 10 0 0 0 0 0\nintr 1\n";
+        let text = "cpu  10 0 10 80 0 0 0 3 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 5 0 5 40 10 0 0 3 0 0\nintr 1\n";
         let cores = per_core_times(text);
         assert_eq!(cores.len(), 2);
-        assert_eq!(cores[0], CpuTimes { busy: 10, total: 50 });
-        assert_eq!(cores[1], CpuTimes { busy: 10, total: 60 });
-        let later = CpuTimes { busy: 40, total: 110 };
+        assert_eq!(cores[0], CpuTimes { busy: 10, total: 50, steal: 0 });
+        assert_eq!(cores[1], CpuTimes { busy: 13, total: 63, steal: 3 });
+        let later = CpuTimes { busy: 40, total: 110, steal: 0 };
         assert!((later.busy_pct_since(&cores[0]) - 50.0).abs() < 1e-9);
     }
 

@@ -158,6 +158,12 @@ pub fn render(s: &Summary) -> String {
     if let Some(ms) = h.cgroup_throttled_ms {
         health.push(format!("cgroup throttled {ms:.0} ms"));
     }
+    if let Some(ms) = h.steal_ms.filter(|&ms| ms > 0.0) {
+        health.push(format!(
+            "hypervisor steal {ms:.0} ms (up to {:.0} ms in a second on one core)",
+            h.steal_max_ms_per_s.unwrap_or(ms)
+        ));
+    }
     if !health.is_empty() {
         let _ = writeln!(out, "load machine peaks: {}", health.join(", "));
     }

@@ -163,6 +163,19 @@ fn a_batched_send_waits_for_the_window_and_the_wake_up_both_within_the_floor() {
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["send_lag"]));
     assert!(v.reasons[0].limit.is_some_and(|l| (l - 0.1095).abs() < 1e-9), "{:?}", v.reasons[0].limit);
     assert!(v.reasons[0].detail.contains("not running"), "{}", v.reasons[0].detail);
+    assert!(!v.reasons[0].detail.contains("steal"), "{}", v.reasons[0].detail);
+    // On a virtual machine whose host took its CPUs, the sentence says so.
+    let mut stolen = s.clone();
+    stolen.health.peaks.steal_ms = Some(30.0);
+    stolen.health.peaks.steal_max_ms_per_s = Some(20.0);
+    let v = judge(&stolen, &Limits::default());
+    assert!(
+        v.reasons[0].detail.contains("host took 30 ms of its CPUs during the run (steal, up to 20 ms"),
+        "{}",
+        v.reasons[0].detail
+    );
+    stolen.health.peaks.steal_ms = Some(0.0);
+    assert!(!judge(&stolen, &Limits::default()).reasons[0].detail.contains("steal"));
     // Waits long enough to hold up 1 % of the sends (60 ms at 30,000/s) are named.
     s.probes.runqueue_us = Some(RunQueueUs { p50: 11.0, p99: 23.0, max: 60_000.0, count: 65_000 });
     let v = judge(&s, &Limits::default());

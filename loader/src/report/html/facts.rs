@@ -91,6 +91,14 @@ pub fn health(s: &Summary) -> String {
         ),
         ("file descriptors, peak share of the limit", pct(h.fds_max_ratio)),
         ("cgroup throttling", opt(h.cgroup_throttled_ms, " ms")),
+        (
+            "hypervisor steal, all cores (most in one core-second)",
+            match (h.steal_ms, h.steal_max_ms_per_s) {
+                (Some(all), Some(most)) => format!("{all:.0} ms ({most:.0} ms)"),
+                (Some(all), None) => format!("{all:.0} ms"),
+                _ => NOT_MEASURED.into(),
+            },
+        ),
         ("SYN retransmits / all retransmits", format!("{} / {}", count(p.syn_retransmits), count(p.retransmits))),
         (
             "resets sent / received",
