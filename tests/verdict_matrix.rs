@@ -4,7 +4,7 @@
 //!
 //! | scenario | expected |
 //! |---|---|
-//! | clean runs at 100, 1 000, 10 000, 30 000 req/s | trusted, nothing invalidates |
+//! | clean runs at 100, 1 000, 10 000, 30 000 req/s | trusted, nothing invalidates (run once more when the verdict lays it at the VM host's steal) |
 //! | a neighbour's TIME_WAIT fills the host, keep-alive run | trusted, nothing about TIME_WAIT invalidates |
 //! | a busy loop on the target's core | trusted |
 //! | two busy loops at nice −10 on the loader's core | untrusted, loader |
@@ -63,14 +63,35 @@ fn target(flags: &[&str]) -> Target {
 }
 
 /// A clean keep-alive run at `rate` against a quiet target on the other core.
+///
+/// A run during which this virtual machine's host took its CPUs (steal) is not a clean run:
+/// when the verdict invalidates it only for delays it lays at the hypervisor's door, the
+/// scenario says so and runs once more; the second run is judged whatever it says.
 fn clean_run(scenario: &str, rate: &str) {
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
-    let o = Run::new(scenario).args(&["--url", &target.url(), "--rate", rate, "--connections", "32"]).args(SHAPE).run();
+    let run =
+        || Run::new(scenario).args(&["--url", &target.url(), "--rate", rate, "--connections", "32"]).args(SHAPE).run();
+    let mut o = run();
     if o.skip_without_ebpf() {
         return;
     }
+    if let Some(steal) = stolen(&o) {
+        println!(
+            "MATRIX {scenario}: the VM's host took {steal:.0} ms of its CPUs (steal) and the verdict names it: not a clean run, running once more"
+        );
+        o = run();
+    }
     Check::new(&o).trusted().finish();
+}
+
+/// The hypervisor's steal during a run, ms, if the run is untrusted and every invalidating
+/// reason names it (`steal` in its sentence).
+fn stolen(o: &Outcome) -> Option<f64> {
+    let steal = o.summary()["health"]["peaks"]["steal_ms"].as_f64().filter(|&ms| ms > 0.0)?;
+    let invalidating = o.invalidating();
+    let all_steal = invalidating.iter().all(|r| r["detail"].as_str().is_some_and(|d| d.contains("(steal")));
+    (o.trusted() == Some(false) && !invalidating.is_empty() && all_steal).then_some(steal)
 }
 
 #[test]
