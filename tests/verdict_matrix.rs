@@ -90,7 +90,9 @@ fn clean_run(scenario: &str, rate: &str) {
 fn stolen(o: &Outcome) -> Option<f64> {
     let steal = o.summary()["health"]["peaks"]["steal_ms"].as_f64().filter(|&ms| ms > 0.0)?;
     let invalidating = o.invalidating();
-    let all_steal = invalidating.iter().all(|r| r["detail"].as_str().is_some_and(|d| d.contains("(steal")));
+    let all_steal = invalidating
+        .iter()
+        .all(|r| r["code"] == "host_steal" || r["detail"].as_str().is_some_and(|d| d.contains("(steal")));
     (o.trusted() == Some(false) && !invalidating.is_empty() && all_steal).then_some(steal)
 }
 

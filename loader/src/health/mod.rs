@@ -69,6 +69,13 @@ pub struct HealthPeaks {
     /// Most the hypervisor took from one core in one second, milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steal_max_ms_per_s: Option<f64>,
+    /// What the hypervisor took from the cores the loader may run on (its CPU affinity),
+    /// summed, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader_steal_ms: Option<f64>,
+    /// How many cores the loader may run on (its CPU affinity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader_cores: Option<u32>,
 }
 
 /// Reads the sources each second and keeps the series (one small sample a second).
@@ -81,6 +88,8 @@ pub struct Sampler {
     cgroup_stat: Option<String>,
     last_throttled_us: Option<u64>,
     port_range: Option<(u16, u16)>,
+    /// The cores the process may run on.
+    own_cores: Vec<usize>,
     /// Samples so far, in order.
     pub series: Vec<HealthSample>,
 }
@@ -102,6 +111,7 @@ impl Sampler {
             cgroup_stat,
             last_throttled_us: None,
             port_range,
+            own_cores: own_cores(),
             series: Vec::new(),
         };
         s.sample_inner(false);
@@ -186,8 +196,25 @@ impl Sampler {
                 .fold(None, |acc: Option<f64>, x| Some(acc.unwrap_or(0.0) + x.core_steal_ms.iter().sum::<f64>()))
                 .map(round1),
             steal_max_ms_per_s: max_f(&mut s.iter().flat_map(|x| x.core_steal_ms.iter().copied())),
+            loader_steal_ms: s
+                .iter()
+                .filter(|x| !x.core_steal_ms.is_empty() && !self.own_cores.is_empty())
+                .fold(None, |acc: Option<f64>, x| {
+                    let own: f64 = self.own_cores.iter().filter_map(|&c| x.core_steal_ms.get(c)).sum();
+                    Some(acc.unwrap_or(0.0) + own)
+                })
+                .map(round1),
+            loader_cores: (!self.own_cores.is_empty()).then_some(self.own_cores.len() as u32),
         }
     }
+}
+
+/// The cores this process may run on (empty if the kernel will not say).
+fn own_cores() -> Vec<usize> {
+    use nix::sched::{CpuSet, sched_getaffinity};
+    sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map(|set| (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
+        .unwrap_or_default()
 }
 
 fn nofile_limit() -> Option<u64> {
@@ -236,8 +263,10 @@ mod tests {
             HealthSample { t: 2, core_steal_ms: vec![20.0, 0.0], ..Default::default() },
             HealthSample { t: 3, ..Default::default() },
         ];
+        s.own_cores = vec![1];
         let p = s.peaks();
         assert_eq!((p.steal_ms, p.steal_max_ms_per_s), (Some(30.0), Some(20.0)));
+        assert_eq!((p.loader_steal_ms, p.loader_cores), (Some(10.0), Some(1)), "only the loader's own cores");
         s.series.clear();
         assert_eq!(s.peaks().steal_ms, None, "not measured is not zero");
     }

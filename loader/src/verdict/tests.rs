@@ -183,6 +183,30 @@ fn a_batched_send_waits_for_the_window_and_the_wake_up_both_within_the_floor() {
 }
 
 #[test]
+fn the_hypervisors_steal_on_the_loaders_cores_invalidates_like_throttling() {
+    // 8 s at 30,000 req/s on this VM in a heavy-steal spell: 1,970 ms taken from 2 cores.
+    let mut s = clean();
+    s.run.elapsed_s = 8.0;
+    s.health.peaks.steal_ms = Some(1970.0);
+    s.health.peaks.loader_steal_ms = Some(1970.0);
+    s.health.peaks.loader_cores = Some(2);
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["host_steal"]));
+    let r = &v.reasons[0];
+    assert_eq!((r.side.as_str(), r.limit), (LOADER, Some(10.0)));
+    assert!((r.value.unwrap() - 123.125).abs() < 1e-9, "{:?}", r.value);
+    assert!(r.detail.contains("1970 ms from the loader's 2 core(s)"), "{}", r.detail);
+    // A few ticks (30 ms in 10 s on 2 cores: 1.5 ms/s per core) say nothing on their own,
+    // nor does steal on cores the loader may not use.
+    s.run.elapsed_s = 10.0;
+    s.health.peaks.loader_steal_ms = Some(30.0);
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
+    s.health.peaks.loader_steal_ms = Some(0.0);
+    s.health.peaks.steal_ms = Some(5000.0);
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
+}
+
+#[test]
 fn lag_at_the_hosts_wake_up_jitter_is_a_resolution_note_not_saturation() {
     // Issue 9's clean 500/s run: send lag p99 0.30 ms inside a latency p99 of 0.58 ms, all of
     // it wake-up lateness (own work 0.01 ms), on a host whose sleeps wake 0.25 ms late (p99).
