@@ -76,6 +76,9 @@ pub struct StepFigures {
     /// The loader's batching window in the run (`run.wake_window_us`), ms.
     #[serde(default)]
     pub wake_window_ms: Option<f64>,
+    /// The window followed the measured lateness (`run.wake_window_adaptive`).
+    #[serde(default)]
+    pub wake_window_adaptive: bool,
     /// Shard CPU p95 over the step's settled seconds, percent of one core per shard.
     pub cpu_p95: Option<f64>,
     /// Run-queue delay of loader threads over the settled seconds: the lower median of the
@@ -149,6 +152,7 @@ pub fn judge_step(f: &StepFigures, runqueue_limit_ms: f64) -> StepCall {
             &floor,
             share,
             f.wake_window_ms.unwrap_or(0.0),
+            f.wake_window_adaptive,
         );
         if matches!(lag, crate::verdict::Lag::OwnWork | crate::verdict::Lag::Late) {
             loader.push(format!(

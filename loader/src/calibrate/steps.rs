@@ -57,6 +57,7 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
                 measured_s: p.measured_s,
                 floor_ms: Some(floor.ms),
                 wake_window_ms: Some(s.run.wake_window_us / 1000.0),
+                wake_window_adaptive: s.run.wake_window_adaptive,
                 // Sustained too: the mean of the settled seconds. A step holds 2–3 of them, so
                 // their p95 would be the worst one, and one noisy second of the host moved the
                 // certified ceiling by 20 % (CI: 92 % in one second at 95,367/s, then ceilings of

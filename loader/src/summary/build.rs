@@ -161,6 +161,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             abandoned: rec.abandoned,
             connect_no_port: rec.connect_no_port,
             wake_window_us: plan.pace().batch_ns as f64 / 1000.0,
+            wake_window_adaptive: plan.pace().adaptive,
             loader_version: env!("CARGO_PKG_VERSION").to_string(),
             command_line: Vec::new(),
         },

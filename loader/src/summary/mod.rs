@@ -133,6 +133,10 @@ pub struct RunInfo {
     /// batching window, or `--wake-window`), µs; 0: a wake-up per send.
     #[serde(default)]
     pub wake_window_us: f64,
+    /// The window followed the shards' measured wake-up lateness (the default from 20,000
+    /// req/s per shard), up to `wake_window_us`, rather than being the fixed `--wake-window`.
+    #[serde(default)]
+    pub wake_window_adaptive: bool,
     /// Loader version.
     pub loader_version: String,
     /// The command line that started the run, one argument per entry (empty in summaries

@@ -46,14 +46,17 @@ const FLOOR_SLACK: f64 = 1.5;
 
 /// The most send lag (p99, ms) that is still the host's resolution, for a host whose wake-ups
 /// are `floor_ms` late (p99) and a loader that lets sends wait up to `window_ms` to share a
-/// wake-up. A batched send waits for the window, then for the wake-up: two delays, each at
-/// most the floor at its p99 (the window counts only up to the floor — the engine's default
-/// follows the measured lateness; a wider `--wake-window` is the loader's own choice), so
-/// their sum, with the same slack as a lone wake-up, is the floor of a batched send. (CI,
-/// clean 30,000 req/s: wake-ups 73 µs late at p99, lag p99 0.19 ms, own work 0.1 ms — beyond
-/// the slack on the floor plus the window, within the slack on their sum.)
-pub fn at_floor_ms(floor_ms: f64, window_ms: f64) -> f64 {
-    FLOOR_SLACK * (floor_ms + window_ms.clamp(0.0, floor_ms))
+/// wake-up. A batched send waits for the window, then for the wake-up: two delays, so their
+/// sum, with the same slack as a lone wake-up, is the floor of a batched send. The window
+/// counts whole when the engine chose it (`adaptive`: it follows the lateness the shard
+/// measured over its last wake-ups, which may sit above the run's overall p99, and is bounded
+/// by `engine::pace::BATCH_WINDOW_NS`); a fixed `--wake-window` counts only up to the floor —
+/// beyond it the wait is the user's choice, the loader's own lag. (CI, clean 30,000 req/s:
+/// wake-ups 73 and 79 µs late at p99, lag p99 0.19 and 0.24 ms with own work 0.1 ms under a
+/// 100 µs adaptive window — both flagged by the slack on the floor plus a window cut to it.)
+pub fn at_floor_ms(floor_ms: f64, window_ms: f64, adaptive: bool) -> f64 {
+    let window = if adaptive { window_ms.max(0.0) } else { window_ms.clamp(0.0, floor_ms) };
+    FLOOR_SLACK * (floor_ms + window)
 }
 
 /// What the hypervisor took from this machine's CPUs during the run, as a clause for a reason
@@ -86,6 +89,7 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
         floor,
         runqueue_max_ms: s.probes.runqueue_us.as_ref().map(|rq| rq.max / 1000.0),
         window_us: s.run.wake_window_us,
+        adaptive: s.run.wake_window_adaptive,
         steal: steal_clause(s),
     };
     for p in measured(s) {
@@ -102,7 +106,7 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
             format!(
                 "send lag p99 up to {lag:.2} ms (against a latency p99 of {lat:.2} ms) is this host's wake-up jitter ({}), not loader saturation: latency figures under about {:.2} ms are within it",
                 floor.evidence(),
-                at_floor_ms(floor.ms, s.run.wake_window_us / 1000.0).max(lag)
+                at_floor_ms(floor.ms, s.run.wake_window_us / 1000.0, s.run.wake_window_adaptive).max(lag)
             ),
         ));
     }
@@ -175,19 +179,20 @@ pub fn judge_lag(
     floor: &Floor,
     share: f64,
     window_ms: f64,
+    adaptive: bool,
 ) -> Lag {
     let comparable = share < 1.0 && sent >= MIN_SENDS_FOR_P99 && waited as f64 <= WAITED_SHARE_MAX * sent as f64;
     let material = |x: f64| x >= share * latency && x >= super::floor::FLOOR_MIN_MS;
     if !comparable || !material(lag) {
         Lag::Immaterial
-    } else if material(own) && own > at_floor_ms(floor.ms, window_ms) {
+    } else if material(own) && own > at_floor_ms(floor.ms, window_ms, adaptive) {
         // The same bound as all lag: the loader's own part holds the batching window's wait,
         // and the engine's default window follows the lateness the shard measures over its
         // last wake-ups, which may sit above the run's overall p99 (CI: a 100 µs window
         // against a run p99 of 80 µs at 30,000 req/s; locally own lag p99 0.099 ms against
         // 1.5 × a 67 µs floor, the old bound).
         Lag::OwnWork
-    } else if lag <= at_floor_ms(floor.ms, window_ms) {
+    } else if lag <= at_floor_ms(floor.ms, window_ms, adaptive) {
         Lag::AtFloor
     } else {
         Lag::Late
@@ -203,12 +208,14 @@ struct RunContext<'a> {
     runqueue_max_ms: Option<f64>,
     /// The batching window, µs.
     window_us: f64,
+    /// The engine chose the window (it follows the measured lateness).
+    adaptive: bool,
     /// What the hypervisor took, if anything ([`steal_clause`]).
     steal: Option<String>,
 }
 
 fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, resolution: &mut Option<(f64, f64)>) {
-    let RunContext { limits, share, floor, runqueue_max_ms, window_us, ref steal } = *run;
+    let RunContext { limits, share, floor, runqueue_max_ms, window_us, adaptive, ref steal } = *run;
     let (lag, lat) = (p.send_lag_ms.p99, p.latency_ms.p99);
     // The absolute limit blames the loader only when its own late sends (a connection was
     // free) are enough to set the p99: ≥ 1 % of the sends. Fewer, and the p99 is the waits
@@ -228,7 +235,7 @@ fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, r
         return;
     }
     let own = p.own_lag_ms.as_ref().map_or(lag, |o| o.p99);
-    match judge_lag(lag, own, lat, p.sent, p.waited_for_connection, floor, share, window_us / 1000.0) {
+    match judge_lag(lag, own, lat, p.sent, p.waited_for_connection, floor, share, window_us / 1000.0, adaptive) {
         Lag::Immaterial => {}
         Lag::OwnWork => {
             let what = if window_us > 0.0 {
@@ -243,7 +250,7 @@ fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, r
                 LOADER,
                 true,
                 own,
-                Some((share * lat).max(at_floor_ms(floor.ms, window_us / 1000.0))),
+                Some((share * lat).max(at_floor_ms(floor.ms, window_us / 1000.0, adaptive))),
                 format!("{}: {what} delayed the loader's sends by {own:.2} ms (p99 of the lag the host's timer does not explain; all lag p99 {lag:.2} ms), {:.0}% of the latency p99 ({lat:.2} ms) and above this host's wake-up jitter ({:.2} ms): the loader is a material part of the tail it reports", p.name, own / lat.max(f64::MIN_POSITIVE) * 100.0, floor.ms),
             ))
         }
@@ -277,7 +284,7 @@ fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, r
             LOADER,
             true,
             lag,
-            Some(at_floor_ms(floor.ms, window_us / 1000.0)),
+            Some(at_floor_ms(floor.ms, window_us / 1000.0, adaptive)),
             format!("{}: send lag p99 {lag:.2} ms is {:.0}% of the latency p99 ({lat:.2} ms) and beyond this host's wake-up jitter ({:.2} ms; {}); {why}", p.name, lag / lat.max(f64::MIN_POSITIVE) * 100.0, floor.ms, floor.evidence()),
         ));
         }
