@@ -112,7 +112,6 @@ pub(super) fn execute<'m>(
             );
         }
     }
-    yield_to_shards();
     let progress = Progress::new(plan);
     let mut cpu = CpuMeter::new(&lives);
     let mut health = Sampler::new(clock.start());
@@ -238,20 +237,4 @@ pub(super) fn execute<'m>(
         failure: (!failures.is_empty()).then(|| failures.join("; ")),
         metrics: feed.map(MetricsFeed::into_metrics),
     })
-}
-
-/// Nice value of the main thread while the shards run.
-const MAIN_THREAD_NICE: i32 = 10;
-
-/// Lower the main thread's priority below the shards' (nice 10 against their 0, a tenth of
-/// their weight), once they are spawned (they inherit it otherwise): its once-a-second
-/// sampling and printing share the shards' CPUs when the loader is pinned (`taskset`), and
-/// at equal weight a waking shard could wait for it — a send late for the loader's own
-/// housekeeping. It still gets a tenth of a busy core, far more than its ~1 ms a second.
-/// Raising a nice value needs no privilege; a failure leaves it as it was.
-fn yield_to_shards() {
-    let tid = nix::unistd::gettid().as_raw();
-    // SAFETY: setpriority takes plain integers and touches no memory of ours; on a thread id
-    // it changes that thread alone (Linux).
-    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, MAIN_THREAD_NICE) };
 }
