@@ -76,15 +76,33 @@ fn invalidating(s: &Value) -> Vec<String> {
 fn clean_low_rate_run_is_trusted() {
     let Some(_serial) = setup("clean_low_rate_run_is_trusted") else { return };
     let target = Target::start(&[]);
-    let out = out_dir("verdict-clean");
-    let (output, summary) = loader_run(
-        &["--url", &target.url(), "--rate", "200", "--duration", "3s", "--connections", "8"],
-        &out,
-        Duration::from_secs(40),
-    );
-    let s = summary.unwrap_or_else(|| panic!("no summary.json\n{}", show(&output)));
+    let run = |attempt: &str| {
+        let (output, summary) = loader_run(
+            &["--url", &target.url(), "--rate", "200", "--duration", "3s", "--connections", "8"],
+            &out_dir(&format!("verdict-clean{attempt}")),
+            Duration::from_secs(40),
+        );
+        let s = summary.unwrap_or_else(|| panic!("no summary.json\n{}", show(&output)));
+        (output, s)
+    };
+    let (mut output, mut s) = run("");
     if !probes_ran("clean_low_rate_run_is_trusted", &s) {
         return;
+    }
+    // A run during which this virtual machine's host took its CPUs is not a clean run: when
+    // everything the verdict says names the hypervisor's steal, say so and run again (CI:
+    // 50 ms of steal in the 3 s run, two sends 10 ms late, noted as such), up to 4 runs in
+    // all; the last is judged whatever it says.
+    for attempt in 2..=4 {
+        let steal = s["health"]["peaks"]["steal_ms"].as_f64().unwrap_or(0.0);
+        let all_steal = reasons(&s)
+            .iter()
+            .all(|r| r["code"] == "host_steal" || r["detail"].as_str().is_some_and(|d| d.contains("(steal")));
+        if steal == 0.0 || reasons(&s).is_empty() || !all_steal {
+            break;
+        }
+        eprintln!("the VM's host took {steal:.0} ms of its CPUs (steal), which the verdict names: run {attempt} of 4");
+        (output, s) = run(&format!("-{attempt}"));
     }
     eprintln!("verdict: {}\nprobes: {}", s["verdict"], s["probes"]["runqueue_us"]);
     assert_eq!(output.status.code(), Some(0), "{}", show(&output));

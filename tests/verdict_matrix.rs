@@ -66,7 +66,10 @@ fn target(flags: &[&str]) -> Target {
 ///
 /// A run during which this virtual machine's host took its CPUs (steal) is not a clean run:
 /// when the verdict invalidates it only for delays it lays at the hypervisor's door, the
-/// scenario says so and runs once more; the second run is judged whatever it says.
+/// scenario says so and runs again, up to [`STEAL_ATTEMPTS`] runs in all; the last is judged
+/// whatever it says. (CI in a steal spell: two runs in a row at 10,000 req/s each had
+/// 100–190 ms of steal, and per-second latency p99 1.2 ms in the seconds with steal against
+/// 0.2 ms in those without.)
 fn clean_run(scenario: &str, rate: &str) {
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
@@ -76,14 +79,18 @@ fn clean_run(scenario: &str, rate: &str) {
     if o.skip_without_ebpf() {
         return;
     }
-    if let Some(steal) = stolen(&o) {
+    for attempt in 2..=STEAL_ATTEMPTS {
+        let Some(steal) = stolen(&o) else { break };
         println!(
-            "MATRIX {scenario}: the VM's host took {steal:.0} ms of its CPUs (steal) and the verdict names it: not a clean run, running once more"
+            "MATRIX {scenario}: the VM's host took {steal:.0} ms of its CPUs (steal) and the verdict names it: not a clean run, run {attempt} of {STEAL_ATTEMPTS}"
         );
         o = run();
     }
     Check::new(&o).trusted().finish();
 }
+
+/// Runs of a clean scenario at most, while each is spoiled by the hypervisor's steal.
+const STEAL_ATTEMPTS: u32 = 4;
 
 /// The hypervisor's steal during a run, ms, if the run is untrusted and every invalidating
 /// reason names it (`steal` in its sentence).

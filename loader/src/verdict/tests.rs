@@ -209,9 +209,16 @@ fn the_hypervisors_steal_on_the_loaders_cores_invalidates_like_throttling() {
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["host_steal"]));
     let r = &v.reasons[0];
-    assert_eq!((r.side.as_str(), r.limit), (LOADER, Some(10.0)));
+    assert_eq!((r.side.as_str(), r.limit), (LOADER, Some(50.0)));
     assert!((r.value.unwrap() - 123.125).abs() < 1e-9, "{:?}", r.value);
     assert!(r.detail.contains("1970 ms from the loader's 2 core(s)"), "{}", r.detail);
+    // CI, a stepped run of ~20 s: 590 ms from 2 cores (14.4 ms/s per core) — noted, and the
+    // run stays trusted (its knees were where they belong).
+    s.run.elapsed_s = 20.5;
+    s.health.peaks.loader_steal_ms = Some(590.0);
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["host_steal"]));
+    assert_eq!((v.reasons[0].invalidates, v.reasons[0].limit), (false, Some(10.0)));
     // A few ticks (30 ms in 10 s on 2 cores: 1.5 ms/s per core) say nothing on their own,
     // nor does steal on cores the loader may not use.
     s.run.elapsed_s = 10.0;
