@@ -266,14 +266,11 @@ impl Shard {
             self.realtime.sync(woke);
             // Sends first: reading responses must not delay what is due — unless they hold the
             // connections the due sends need (read late on purpose), then read them first.
-            // Queued sends leave with the next enter; when responses wait to be read, that
-            // enter comes now, not after reading them (else each send would leave one turn's
-            // reading later than the time it was stamped with).
+            // (Queued sends leave with the next enter, after this turn's reading: submitting
+            // them before it was tried — +12 % requests per CPU-second at 30,000 req/s — and
+            // left out until its effect on the target's batching is measured; issue 10.)
             if stopped_at.is_none() {
                 self.dispatch(woke);
-                if !self.ring.submission().is_empty() && !self.ring.completion().is_empty() {
-                    self.submit_now()?;
-                }
             }
             self.reap(woke);
             if stopped_at.is_none() && self.schedule.peek().is_some_and(|d| d.intended_ns <= woke) {

@@ -46,13 +46,6 @@ impl Shard {
         self.enter_until(sleep.until, now, want)
     }
 
-    /// Submit what is queued without waiting (no completion work runs: that waits for the
-    /// next wait, with deferred task-run).
-    pub(super) fn submit_now(&mut self) -> Result<(), EngineError> {
-        let r = self.ring.submit();
-        self.entered(r.map(|_| ()))
-    }
-
     /// Wait up to `left` for `want` completions.
     pub(super) fn enter_for(&mut self, left: Duration, want: usize) -> Result<(), EngineError> {
         let ts = types::Timespec::from(left);
