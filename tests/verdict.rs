@@ -94,13 +94,7 @@ fn clean_low_rate_run_is_trusted() {
     // 50 ms of steal in the 3 s run, two sends 10 ms late, noted as such), up to 4 runs in
     // all; the last is judged whatever it says.
     for attempt in 2..=4 {
-        let steal = s["health"]["peaks"]["steal_ms"].as_f64().unwrap_or(0.0);
-        let all_steal = reasons(&s)
-            .iter()
-            .all(|r| r["code"] == "host_steal" || r["detail"].as_str().is_some_and(|d| d.contains("(steal")));
-        if steal == 0.0 || reasons(&s).is_empty() || !all_steal {
-            break;
-        }
+        let Some(steal) = common::spoiled_by_steal(&s, &reasons(&s).iter().collect::<Vec<_>>()) else { break };
         eprintln!("the VM's host took {steal:.0} ms of its CPUs (steal), which the verdict names: run {attempt} of 4");
         (output, s) = run(&format!("-{attempt}"));
     }

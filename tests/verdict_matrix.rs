@@ -95,12 +95,7 @@ const STEAL_ATTEMPTS: u32 = 4;
 /// The hypervisor's steal during a run, ms, if the run is untrusted and every invalidating
 /// reason names it (`steal` in its sentence).
 fn stolen(o: &Outcome) -> Option<f64> {
-    let steal = o.summary()["health"]["peaks"]["steal_ms"].as_f64().filter(|&ms| ms > 0.0)?;
-    let invalidating = o.invalidating();
-    let all_steal = invalidating
-        .iter()
-        .all(|r| r["code"] == "host_steal" || r["detail"].as_str().is_some_and(|d| d.contains("(steal")));
-    (o.trusted() == Some(false) && !invalidating.is_empty() && all_steal).then_some(steal)
+    common::spoiled_by_steal(o.summary(), &o.invalidating()).filter(|_| o.trusted() == Some(false))
 }
 
 #[test]

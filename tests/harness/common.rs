@@ -371,3 +371,14 @@ impl Drop for Hogs {
         }
     }
 }
+
+/// The hypervisor's steal during a run, ms, when there was any and every one of `reasons`
+/// lays its finding at the steal's door (`host_steal`, or "(steal" in its sentence): a run
+/// spoiled by the VM's host, not a clean one. `None` otherwise, and for no reasons at all.
+pub fn spoiled_by_steal(summary: &serde_json::Value, reasons: &[&serde_json::Value]) -> Option<f64> {
+    let steal = summary["health"]["peaks"]["steal_ms"].as_f64().filter(|&ms| ms > 0.0)?;
+    let names_steal = |r: &&serde_json::Value| {
+        r["code"] == "host_steal" || r["detail"].as_str().is_some_and(|d| d.contains("(steal"))
+    };
+    (!reasons.is_empty() && reasons.iter().all(names_steal)).then_some(steal)
+}

@@ -26,7 +26,6 @@
 mod certificate;
 mod for_run;
 mod judge;
-mod pin;
 mod steps;
 
 use std::sync::Arc;
@@ -43,6 +42,7 @@ pub use judge::{LimitedBy, Side, StepCall, StepFigures};
 
 use crate::Outcome;
 use crate::cli::{CalibrateArgs, RunArgs};
+use crate::health::affinity;
 use crate::probes::Probes;
 use crate::scenario::{Plan, Spec};
 use crate::verdict::Limits;
@@ -73,7 +73,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
 
     // Pin: new threads inherit the creating thread's CPU mask, so the target is spawned while
     // this thread sits on the target's CPU, and the shards after it moves to the loader's.
-    let cpus = pin::allowed().unwrap_or_default();
+    let cpus = affinity::allowed().unwrap_or_default();
     let (target_cpu, loader_cpus) = match cpus.split_last() {
         Some((&last, rest)) if !rest.is_empty() => (Some(last), rest.to_vec()),
         _ => (None, Vec::new()),
@@ -88,7 +88,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         crate::scenario::parse_duration("--target-delay", d)?;
     }
     if let Some(cpu) = target_cpu {
-        pin::current_thread(&[cpu]).context("cannot pin the built-in target")?;
+        affinity::current_thread(&[cpu]).context("cannot pin the built-in target")?;
     }
     let mut flags = vec!["--threads".to_string(), args.target_threads.to_string()];
     if let Some(d) = &args.target_delay {
@@ -99,7 +99,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     }
     let spawned = crate::target::child::spawn(&flags);
     if !loader_cpus.is_empty() {
-        pin::current_thread(&loader_cpus).context("cannot pin the loader")?;
+        affinity::current_thread(&loader_cpus).context("cannot pin the loader")?;
     }
     let builtin = spawned.context("cannot start the built-in target")?;
     let url = format!("http://{}/", builtin.addr);

@@ -11,6 +11,7 @@
 //! This module only observes; judging the figures is the verdict's job. The parsers are pure
 //! functions with tests beside them.
 
+pub mod affinity;
 pub mod machine;
 mod parse;
 pub mod preflight;
@@ -111,7 +112,7 @@ impl Sampler {
             cgroup_stat,
             last_throttled_us: None,
             port_range,
-            own_cores: own_cores(),
+            own_cores: affinity::allowed().unwrap_or_default(),
             series: Vec::new(),
         };
         s.sample_inner(false);
@@ -176,6 +177,14 @@ impl Sampler {
         let max_f =
             |it: &mut dyn Iterator<Item = f64>| it.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
         let s = &self.series;
+        // Steal over the seconds that measured it, each second's cores taken by `of`; `None`
+        // when no second did (not measured is not zero).
+        let steal_sum = |of: &dyn Fn(&[f64]) -> f64| {
+            s.iter()
+                .filter(|x| !x.core_steal_ms.is_empty())
+                .fold(None, |acc: Option<f64>, x| Some(acc.unwrap_or(0.0) + of(&x.core_steal_ms)))
+                .map(round1)
+        };
         HealthPeaks {
             fds_max_ratio: max_f(&mut s.iter().filter_map(|x| Some(x.fds? as f64 / x.fd_limit?.max(1) as f64)))
                 .map(round4),
@@ -190,31 +199,16 @@ impl Sampler {
                 .fold(None, |acc: Option<f64>, v| Some(acc.unwrap_or(0.0) + v))
                 .map(round1),
             core_busy_max_pct: max_f(&mut s.iter().flat_map(|x| x.core_busy_pct.iter().copied())),
-            steal_ms: s
-                .iter()
-                .filter(|x| !x.core_steal_ms.is_empty())
-                .fold(None, |acc: Option<f64>, x| Some(acc.unwrap_or(0.0) + x.core_steal_ms.iter().sum::<f64>()))
-                .map(round1),
+            steal_ms: steal_sum(&|cores| cores.iter().sum()),
             steal_max_ms_per_s: max_f(&mut s.iter().flat_map(|x| x.core_steal_ms.iter().copied())),
-            loader_steal_ms: s
-                .iter()
-                .filter(|x| !x.core_steal_ms.is_empty() && !self.own_cores.is_empty())
-                .fold(None, |acc: Option<f64>, x| {
-                    let own: f64 = self.own_cores.iter().filter_map(|&c| x.core_steal_ms.get(c)).sum();
-                    Some(acc.unwrap_or(0.0) + own)
-                })
-                .map(round1),
+            loader_steal_ms: if self.own_cores.is_empty() {
+                None
+            } else {
+                steal_sum(&|cores| self.own_cores.iter().filter_map(|&c| cores.get(c)).sum())
+            },
             loader_cores: (!self.own_cores.is_empty()).then_some(self.own_cores.len() as u32),
         }
     }
-}
-
-/// The cores this process may run on (empty if the kernel will not say).
-fn own_cores() -> Vec<usize> {
-    use nix::sched::{CpuSet, sched_getaffinity};
-    sched_getaffinity(nix::unistd::Pid::from_raw(0))
-        .map(|set| (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
-        .unwrap_or_default()
 }
 
 fn nofile_limit() -> Option<u64> {

@@ -74,6 +74,14 @@ fn steal_clause(s: &Summary) -> Option<String> {
     ))
 }
 
+/// `text`, followed by the steal clause when there is one.
+fn and_steal(text: &str, steal: Option<&str>) -> String {
+    match steal {
+        Some(steal) => format!("{text}; {steal}"),
+        None => text.to_string(),
+    }
+}
+
 fn measured(s: &Summary) -> impl Iterator<Item = &PhaseSummary> {
     s.phases.iter().filter(|p| p.kind != "warmup")
 }
@@ -271,13 +279,10 @@ fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, r
                 Some(max) if max >= lag && held_up(max) => format!(
                     "the shard threads' longest run-queue wait ({max:.2} ms) explains it: something else — another process, or the loader's own other threads — took their CPU when sends were due"
                 ),
-                _ => {
-                    let not_running = "neither the loader's own work nor run-queue waits explain it: the loader was not running when its sends were due (stopped, throttled, or its host paused it)";
-                    match steal {
-                        Some(steal) => format!("{not_running}; {steal}"),
-                        None => not_running.to_string(),
-                    }
-                }
+                _ => and_steal(
+                    "neither the loader's own work nor run-queue waits explain it: the loader was not running when its sends were due (stopped, throttled, or its host paused it)",
+                    steal.as_deref(),
+                ),
             };
             reasons.push(reason(
             "send_lag",
@@ -330,14 +335,14 @@ fn late_sends(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
     }
     let pct = late as f64 * 100.0 / sent.max(1) as f64;
     let invalidates = pct > limits.late_sends_pct && late > ISOLATED_LATE_SENDS;
-    let why = match (invalidates, steal_clause(s)) {
-        (true, None) => "the loader fell behind its own schedule".to_string(),
-        (true, Some(steal)) => format!("the loader fell behind its own schedule; {steal}"),
-        (false, None) => "isolated pauses of the loader; their latency still counts from the due time".to_string(),
-        (false, Some(steal)) => {
-            format!("isolated pauses of the loader; their latency still counts from the due time; {steal}")
-        }
-    };
+    let why = and_steal(
+        if invalidates {
+            "the loader fell behind its own schedule"
+        } else {
+            "isolated pauses of the loader; their latency still counts from the due time"
+        },
+        steal_clause(s).as_deref(),
+    );
     let phases: Vec<&str> = measured(s).filter(|p| p.late_unpooled > 0).map(|p| p.name.as_str()).collect();
     reasons.push(reason(
         "late_sends",
@@ -377,10 +382,7 @@ fn tail(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
         Some(max) if max >= limits.runqueue_p99_ms => {
             format!("something else took the loader's CPU a few times (longest run-queue wait {max:.2} ms)")
         }
-        _ => match steal_clause(s) {
-            Some(steal) => format!("the host paused the loader a few times; {steal}"),
-            None => "the host paused the loader a few times".to_string(),
-        },
+        _ => and_steal("the host paused the loader a few times", steal_clause(s).as_deref()),
     };
     reasons.push(reason(
         "tail_own_delay",
