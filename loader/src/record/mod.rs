@@ -68,6 +68,9 @@ pub struct PhaseRecord {
     /// Of those, sends that did not wait for a connection: the loader itself was late
     /// (scheduling, CPU), not the pool.
     pub late_unpooled: u64,
+    /// The largest lag of those late sends with a connection free, µs: how far the loader
+    /// itself fell behind at worst (the send-lag histogram mixes in the pool's waits).
+    pub late_unpooled_max_us: u64,
     /// Sends that found no free connection at their due time and waited for one.
     pub waited_for_connection: u64,
     /// Sends whose actual send time fell inside the phase window (for sent/s).
@@ -88,6 +91,7 @@ impl PhaseRecord {
             errors: [0; ErrorClass::COUNT],
             late: 0,
             late_unpooled: 0,
+            late_unpooled_max_us: 0,
             waited_for_connection: 0,
             sent_in_window: 0,
             ok_in_window: 0,
@@ -106,6 +110,7 @@ impl PhaseRecord {
         }
         self.late += other.late;
         self.late_unpooled += other.late_unpooled;
+        self.late_unpooled_max_us = self.late_unpooled_max_us.max(other.late_unpooled_max_us);
         self.waited_for_connection += other.waited_for_connection;
         self.sent_in_window += other.sent_in_window;
         self.ok_in_window += other.ok_in_window;
@@ -267,7 +272,10 @@ impl ShardRecord {
         p.send_lag.saturating_record(us(lag));
         p.own_lag.saturating_record(us(own_lag_ns.min(lag)));
         p.late += u64::from(lag > LATE_NS);
-        p.late_unpooled += u64::from(lag > LATE_NS && !waited_for_connection);
+        if lag > LATE_NS && !waited_for_connection {
+            p.late_unpooled += 1;
+            p.late_unpooled_max_us = p.late_unpooled_max_us.max(us(lag));
+        }
         p.waited_for_connection += u64::from(waited_for_connection);
         if let Some(w) = in_window {
             self.phases[w].sent_in_window += 1;
@@ -396,6 +404,12 @@ mod tests {
         assert!(p.service.equivalent(p.service.max(), 10_000));
         assert!(p.send_lag.equivalent(p.send_lag.max(), 50_000));
         assert_eq!((p.sent, p.ok, p.late, p.waited_for_connection, p.late_unpooled), (1, 1, 1, 1, 0));
+        // The worst late send with a connection free is kept apart from the pool's waits.
+        r.on_send(0, 200_000_000, 222_000_000, 0, false, 1);
+        r.on_send(0, 300_000_000, 312_000_000, 0, false, 1);
+        r.on_send(0, 400_000_000, 405_000_000, 0, false, 1);
+        let p = &r.phases[0];
+        assert_eq!((p.late_unpooled, p.late_unpooled_max_us), (2, 22_000));
     }
 
     #[test]

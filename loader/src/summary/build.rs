@@ -107,6 +107,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 errors: errors(r),
                 late: r.late,
                 late_unpooled: r.late_unpooled,
+                late_unpooled_max_ms: (r.late_unpooled > 0).then(|| r.late_unpooled_max_us as f64 / 1000.0),
                 waited_for_connection: r.waited_for_connection,
                 latency_ms: latency(&r.latency),
                 service_ms: latency(&r.service),

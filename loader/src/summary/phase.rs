@@ -82,6 +82,10 @@ pub struct PhaseSummary {
     /// Of the late sends, those that did not wait for a connection (the loader was late).
     #[serde(default)]
     pub late_unpooled: u64,
+    /// The most any of those was late, ms (null: none late, or a summary from before it was
+    /// kept): how far the loader itself fell behind at worst.
+    #[serde(default)]
+    pub late_unpooled_max_ms: Option<f64>,
     /// Sends that found the pool exhausted and waited for a connection.
     pub waited_for_connection: u64,
     /// Latency from the intended send time (coordinated omission corrected).

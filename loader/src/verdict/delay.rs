@@ -118,7 +118,7 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
             ),
         ));
     }
-    late_sends(s, limits, reasons);
+    late_sends(s, limits, share, reasons);
     tail(s, limits, share, reasons);
 }
 
@@ -326,7 +326,13 @@ fn target_waits(p: &PhaseSummary, reasons: &mut Vec<Reason>) {
 /// samples; a share of them means the loader could not keep its schedule. Both conditions,
 /// because at a low rate one pause is already a large share of a short run (1 of 20 sends
 /// is 5 %) without saying anything about the loader's schedule.
-fn late_sends(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
+///
+/// A share below 1 % of a phase's sends cannot set its p99, and moves it by at most the
+/// most they were late: when that is under `Limits::loader_delay_pct` of the phase's
+/// latency p99, in every phase they fell in, the p99 and below hold and the late sends are
+/// a note (CI: 2 % loss, 5 ms delay, 500 req/s — one 22 ms pause of the shard made 10 late
+/// sends, 0.33 % of them, inside a latency p99 of 216 ms, and invalidated the run).
+fn late_sends(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
     let late: u64 = measured(s).map(|p| p.late_unpooled).sum();
     let sent: u64 = measured(s).map(|p| p.sent).sum();
     let lag_reported = reasons.iter().any(|r| r.code == "send_lag");
@@ -334,16 +340,29 @@ fn late_sends(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
         return;
     }
     let pct = late as f64 * 100.0 / sent.max(1) as f64;
-    let invalidates = pct > limits.late_sends_pct && late > ISOLATED_LATE_SENDS;
-    let why = and_steal(
-        if invalidates {
-            "the loader fell behind its own schedule"
-        } else {
-            "isolated pauses of the loader; their latency still counts from the due time"
-        },
-        steal_clause(s).as_deref(),
-    );
-    let phases: Vec<&str> = measured(s).filter(|p| p.late_unpooled > 0).map(|p| p.name.as_str()).collect();
+    let late_phases = || measured(s).filter(|p| p.late_unpooled > 0);
+    let material = |p: &PhaseSummary| match p.late_unpooled_max_ms {
+        Some(most) if share < 1.0 && (p.late_unpooled as f64) < 0.01 * p.sent as f64 => {
+            most >= share * p.latency_ms.p99
+        }
+        _ => true,
+    };
+    let within_p99 = !late_phases().any(material);
+    let invalidates = pct > limits.late_sends_pct && late > ISOLATED_LATE_SENDS && !within_p99;
+    let why = if invalidates {
+        "the loader fell behind its own schedule".to_string()
+    } else if within_p99 && late > ISOLATED_LATE_SENDS {
+        let most = late_phases().filter_map(|p| p.late_unpooled_max_ms).fold(0.0, f64::max);
+        let p99 = late_phases().map(|p| p.latency_ms.p99).fold(f64::INFINITY, f64::min);
+        format!(
+            "pauses of the loader, late by up to {most:.1} ms — under {:.0}% of the latency p99 ({p99:.2} ms) and under 1 % of the sends: the p99 and below hold (each counts from its due time), the figures above it are partly the loader's own delay",
+            share * 100.0
+        )
+    } else {
+        "isolated pauses of the loader; their latency still counts from the due time".to_string()
+    };
+    let why = and_steal(&why, steal_clause(s).as_deref());
+    let phases: Vec<&str> = late_phases().map(|p| p.name.as_str()).collect();
     reasons.push(reason(
         "late_sends",
         LOADER,

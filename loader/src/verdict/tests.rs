@@ -308,6 +308,33 @@ fn run_queue_delay_is_judged_against_the_fastest_tail() {
 }
 
 #[test]
+fn late_sends_under_one_percent_and_small_against_the_p99_are_a_note() {
+    // CI (2 % loss, 5 ms delay, 500 req/s): one 22 ms pause of the shard, 10 late sends of
+    // 3000 (0.33 %), a latency p99 of 216 ms — the p99 moves by 22 ms at most.
+    let mut s = clean();
+    let p = &mut s.phases[0];
+    (p.sent, p.late, p.late_unpooled, p.late_unpooled_max_ms) = (3000, 10, 10, Some(21.7));
+    p.latency_ms.p99 = 216.0;
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["late_sends"]), "{:?}", v.reasons);
+    assert!(!v.reasons[0].invalidates && v.reasons[0].detail.contains("the p99 and below hold"), "{:?}", v.reasons);
+    // Late by a quarter of the p99 or more: the p99 may be the loader's.
+    s.phases[0].late_unpooled_max_ms = Some(54.0);
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(false));
+    // 1 % of the sends or more can set the p99 whatever the lateness.
+    s.phases[0].late_unpooled_max_ms = Some(21.7);
+    (s.phases[0].late, s.phases[0].late_unpooled) = (30, 30);
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(false));
+    // The relative rules off (loader_delay_pct 100): the absolute share decides.
+    (s.phases[0].late, s.phases[0].late_unpooled) = (10, 10);
+    let off = Limits { loader_delay_pct: 100.0, ..Limits::default() };
+    assert_eq!(judge(&s, &off).trusted, Some(false));
+    // Unknown lateness (a summary from before it was kept): as before.
+    s.phases[0].late_unpooled_max_ms = None;
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(false));
+}
+
+#[test]
 fn late_sends_split_by_cause() {
     // Late with a connection free: the loader fell behind → untrusted.
     let mut s = clean();
