@@ -6,9 +6,10 @@
 //! to `loader run` as its command line, so flags and file are merged as in a real run; a
 //! command line clap rejects leaves the file alone with no flags.
 //!
-//! Kept off the network and the file system: `--cacert` is dropped (it names a file to
-//! read), and a URL whose host is a name, not an address, is planned against 127.0.0.1
-//! with the same scheme, port and path (resolving a name would ask DNS).
+//! Kept off the network and the file system: `--cacert` and `--data` are dropped (they name
+//! files to read; a scenario's `[data]` file is read bounded, and only a regular file), and
+//! a URL whose host is a name, not an address, is planned against 127.0.0.1 with the same
+//! scheme, port and path (resolving a name would ask DNS).
 //!
 //! Checked: no panic; an error says something; a plan keeps the promises `Plan` documents —
 //! phases back to back from zero with finite rates in range, at least one shard and no
@@ -128,6 +129,7 @@ fn check_request(bytes: &[u8]) {
 fuzz_target!(|data: &[u8]| {
     let mut args = flags(data);
     args.cacert = None;
+    args.data = None;
     let path = scenario_path();
     std::fs::write(path, data).expect("write the scenario file");
     args.scenario = Some(path.clone());

@@ -266,6 +266,17 @@ pub struct RunArgs {
     /// (default 2s; 0 skips it).
     #[arg(long)]
     pub preflight: Option<String>,
+    /// Data file (CSV with a header row, or NDJSON) whose columns fill `{{column}}`
+    /// placeholders in the path, query, header values and body; see docs/scenario.md.
+    #[arg(long, value_name = "FILE")]
+    pub data: Option<PathBuf>,
+    /// How rows of --data are drawn: seq (default), uniform, or zipf:S (row 1 the hottest;
+    /// e.g. zipf:1.1).
+    #[arg(long, value_name = "DIST")]
+    pub key_dist: Option<String>,
+    /// Seed of the --key-dist draws (default: chosen at start and reported in summary.json).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Directory for summary.json and the other outputs (default: ./out/<timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -5,6 +5,7 @@
 //! - [`common`]: the built-in target as a child killed on drop, bounded `loader run`
 //!   invocations with their summary read back, root checks, busy loops, network namespaces.
 //! - [`matrix`]: the verdict matrix's faults (each a guard undone on drop) and its table.
+//! - [`nginx`]: nginx from apt with its own prefix, killed on drop.
 //! - [`hostile`]: the hostile HTTP server (`hostile_server.py`) and runs against it.
 //!
 //! Every wait is bounded in count and time.
@@ -12,3 +13,4 @@
 pub mod common;
 pub mod hostile;
 pub mod matrix;
+pub mod nginx;

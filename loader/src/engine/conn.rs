@@ -45,8 +45,8 @@ pub enum State {
 pub struct InFlight {
     /// Phase the request belongs to.
     pub phase: usize,
-    /// Which request of the table it is.
-    pub request: u16,
+    /// Which entry of the request table it is.
+    pub request: u32,
     /// When it should have been sent (ns since run start).
     pub intended_ns: u64,
     /// When it was handed to the kernel (ns since run start); until then, when the shard

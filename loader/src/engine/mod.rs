@@ -19,6 +19,7 @@
 mod bufring;
 mod conn;
 pub mod http1;
+pub mod keys;
 pub mod pace;
 mod pool;
 mod rxtime;
@@ -151,24 +152,66 @@ pub struct ShardConfig {
 }
 
 /// The run's requests, encoded once, shared read-only by every shard.
+///
+/// Entries are the encoded requests; a request of the mix filled from a data file
+/// (`--data`) has one entry per row, in row order, from `first[request]`.
 #[derive(Debug)]
 pub struct RequestTable {
-    /// Encoded bytes of each request.
-    pub bytes: Vec<Box<[u8]>>,
-    /// Whether each request is HEAD (its responses have no body).
+    /// Encoded bytes of each entry.
+    pub bytes: Vec<Arc<[u8]>>,
+    /// Whether each entry is HEAD (its responses have no body).
     pub head: Vec<bool>,
-    /// Whether each request's method is idempotent (RFC 9110 §9.2.2: GET, HEAD, PUT,
+    /// Whether each entry's method is idempotent (RFC 9110 §9.2.2: GET, HEAD, PUT,
     /// DELETE, OPTIONS, TRACE), so it may be sent again after a stale connection.
     pub idempotent: Vec<bool>,
-    /// Request `i` of a phase is `mix[i % mix.len()]`.
+    /// Request `i` of a phase is `mix[i % mix.len()]` (an index into `first`).
     pub mix: Vec<u16>,
+    /// Each request's first entry.
+    pub first: Vec<u32>,
+    /// Whether each request has one entry per data row.
+    pub keyed: Vec<bool>,
+    /// The row chooser, when there is a data file.
+    pub keys: Option<keys::Keys>,
+    /// Requests planned before each phase (a request's number in the run is this plus its
+    /// index in the phase).
+    pub phase_offsets: Vec<u64>,
 }
 
 impl RequestTable {
-    /// The request to send as index `i` of its phase.
+    /// A table of one entry per request (no data file).
+    pub fn plain(bytes: Vec<Arc<[u8]>>, head: Vec<bool>, idempotent: Vec<bool>, mix: Vec<u16>) -> RequestTable {
+        let n = bytes.len();
+        RequestTable {
+            bytes,
+            head,
+            idempotent,
+            mix,
+            first: (0..n as u32).collect(),
+            keyed: vec![false; n],
+            keys: None,
+            phase_offsets: Vec::new(),
+        }
+    }
+
+    /// The entry to send as index `i` of phase `phase`.
     #[inline]
-    pub fn pick(&self, i: u64) -> u16 {
-        self.mix[(i % self.mix.len() as u64) as usize]
+    pub fn pick(&self, phase: usize, i: u64) -> u32 {
+        let request = self.mix[(i % self.mix.len() as u64) as usize] as usize;
+        let first = self.first[request];
+        match &self.keys {
+            Some(keys) if self.keyed[request] => {
+                first + keys.pick(self.phase_offsets.get(phase).copied().unwrap_or(0) + i)
+            }
+            _ => first,
+        }
+    }
+
+    /// The data row an entry was filled from, if any.
+    #[inline]
+    pub fn row_of(&self, entry: u32) -> Option<u32> {
+        self.keys.as_ref()?;
+        let request = self.first.partition_point(|&f| f <= entry).checked_sub(1)?;
+        self.keyed[request].then(|| entry - self.first[request])
     }
 }
 

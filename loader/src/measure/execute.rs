@@ -39,12 +39,7 @@ pub(super) fn execute<'m>(
     let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
     let clock = Clock::new(Instant::now() + POOL_OPEN_GRACE);
     let started = SystemTime::now() + POOL_OPEN_GRACE;
-    let requests = Arc::new(engine::RequestTable {
-        bytes: plan.requests.iter().map(|r| r.bytes.clone().into_boxed_slice()).collect(),
-        head: plan.requests.iter().map(|r| r.head).collect(),
-        idempotent: plan.requests.iter().map(|r| r.idempotent).collect(),
-        mix: plan.mix(),
-    });
+    let requests = Arc::new(request_table(plan, &windows));
     // One TLS client per run: its session cache is shared by every shard (resumption).
     let tls = match &plan.target.tls {
         Some(t) => {
@@ -237,4 +232,32 @@ pub(super) fn execute<'m>(
         failure: (!failures.is_empty()).then(|| failures.join("; ")),
         metrics: feed.map(MetricsFeed::into_metrics),
     })
+}
+
+/// The plan's requests as the shards pick them: one entry per request, or per data row for
+/// a request filled from a data file.
+fn request_table(plan: &Plan, windows: &[crate::schedule::Window]) -> engine::RequestTable {
+    let mut t = engine::RequestTable::plain(Vec::new(), Vec::new(), Vec::new(), plan.mix());
+    t.first.clear();
+    t.keyed.clear();
+    for r in &plan.requests {
+        t.first.push(t.bytes.len() as u32);
+        t.keyed.push(!r.filled.is_empty());
+        let entries = if r.filled.is_empty() { vec![Arc::from(r.bytes.as_slice())] } else { r.filled.clone() };
+        t.head.extend(std::iter::repeat_n(r.head, entries.len()));
+        t.idempotent.extend(std::iter::repeat_n(r.idempotent, entries.len()));
+        t.bytes.extend(entries);
+    }
+    if let Some(d) = &plan.data {
+        t.keys = Some(engine::keys::Keys::new(d.rows.len(), d.dist, d.seed));
+        t.phase_offsets = windows
+            .iter()
+            .scan(0u64, |before, w| {
+                let at = *before;
+                *before += w.planned();
+                Some(at)
+            })
+            .collect();
+    }
+    t
 }

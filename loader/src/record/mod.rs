@@ -171,6 +171,8 @@ pub struct ShardRecord {
     pub details: ErrorDetail,
     /// TLS handshakes (https targets; all zero otherwise).
     pub tls: TlsRecord,
+    /// Sends per data row (`--data`; empty without a data file).
+    pub rows: Vec<u32>,
 }
 
 /// TLS handshakes of a run (https targets only).
@@ -234,7 +236,14 @@ impl ShardRecord {
             details: ErrorDetail::default(),
             retried_on_stale_connection: 0,
             tls: TlsRecord::new(),
+            rows: Vec::new(),
         }
+    }
+
+    /// Count sends per row of a data file of `rows` rows.
+    pub fn with_rows(mut self, rows: usize) -> Self {
+        self.rows = vec![0; rows];
+        self
     }
 
     #[inline]
@@ -283,6 +292,14 @@ impl ShardRecord {
         let s = self.second(sent_ns);
         s.sent += 1;
         s.in_flight_max = s.in_flight_max.max(in_flight);
+    }
+
+    /// A request filled from data row `row` was sent.
+    #[inline]
+    pub fn on_row(&mut self, row: u32) {
+        if let Some(n) = self.rows.get_mut(row as usize) {
+            *n += 1;
+        }
     }
 
     /// A sleep that was to end at its timer ended `late_ns` after it.
@@ -383,6 +400,12 @@ impl ShardRecord {
         self.details.merge(&other.details);
         self.retried_on_stale_connection += other.retried_on_stale_connection;
         self.tls.merge(&other.tls);
+        if self.rows.len() < other.rows.len() {
+            self.rows.resize(other.rows.len(), 0);
+        }
+        for (a, b) in self.rows.iter_mut().zip(&other.rows) {
+            *a = a.saturating_add(*b);
+        }
     }
 }
 

@@ -89,6 +89,9 @@ pub fn render(s: &Summary) -> String {
             None => out.push('\n'),
         }
     }
+    if let Some(d) = &s.data {
+        let _ = writeln!(out, "{}", d.line());
+    }
     if let (Some(p95), Some(max)) = (s.loader.cpu_p95, s.loader.cpu_max) {
         let _ = writeln!(out, "loader shard CPU p95 {p95:.0}% max {max:.0}% (per shard core)");
     }

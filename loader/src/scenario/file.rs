@@ -35,6 +35,15 @@ struct Doc {
     verdict: S<VerdictTable>,
     capacity: S<CapacityTable>,
     output: S<OutputTable>,
+    data: S<DataTable>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DataTable {
+    file: S<String>,
+    dist: S<String>,
+    seed: S<i64>,
 }
 
 #[derive(Deserialize)]
@@ -376,6 +385,10 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
         section("output", t.span());
         output = Some(t.into_inner());
     }
+    let data = doc.data.map(|t| {
+        section("data", t.span());
+        t.into_inner()
+    });
 
     if let Some(t) = target {
         take!(raw, t, "target", url, connections, threads, keepalive, retry_non_idempotent);
@@ -447,6 +460,14 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
     }
     if let Some(t) = capacity {
         take!(raw, t, "capacity", margin, peak);
+    }
+    if let Some(t) = data {
+        raw.data = t.file.map(|v| {
+            let span = v.span();
+            src.given("data.file", Spanned::new(span, v.into_inner().into()))
+        });
+        raw.key_dist = t.dist.map(|v| src.given("data.dist", v));
+        raw.seed = t.seed.map(|v| src.given("data.seed", v));
     }
     if let Some(t) = output {
         raw.out = t.dir.map(|v| {

@@ -188,6 +188,10 @@ pub(crate) struct Raw {
     pub peak: Opt<f64>,
     pub out: Opt<PathBuf>,
     pub plain: Opt<bool>,
+    /// `[data]`: the file whose rows fill `{{column}}` placeholders, how rows are drawn.
+    pub data: Opt<PathBuf>,
+    pub key_dist: Opt<String>,
+    pub seed: Opt<i64>,
 }
 
 impl Raw {
@@ -271,6 +275,9 @@ impl Raw {
         if a.plain {
             self.plain = Some(Given::flag("--plain", true));
         }
+        put(&mut self.data, "--data", a.data.clone());
+        put(&mut self.key_dist, "--key-dist", a.key_dist.clone());
+        put(&mut self.seed, "--seed", a.seed.map(|s| i64::try_from(s).unwrap_or(i64::MAX)));
     }
 }
 

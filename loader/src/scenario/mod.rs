@@ -11,6 +11,7 @@
 //! resolves. Nothing past this module sees clap or serde types. It does not open sockets or
 //! read clocks. The file format is documented in `docs/scenario.md`.
 
+mod data;
 mod file;
 mod input;
 mod limits;
@@ -19,6 +20,7 @@ mod profile;
 mod spec;
 mod values;
 
+pub use data::{DataSpec, MAX_ENCODED_BYTES};
 pub use limits::{CapacitySpec, DEFAULT_MARGIN, SloSpec, VerdictLimits};
 pub use plan::{Phase, PhaseKind, Plan, PlannedRequest, TargetAddr, TlsPlan};
 pub use profile::{MAX_STEPS, Profile, ProfileKind};

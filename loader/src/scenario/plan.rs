@@ -7,12 +7,14 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::Uri;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 
+use super::data::DataSpec;
 use super::limits::{CapacitySpec, SloSpec, VerdictLimits};
 use super::profile::{Profile, ProfileKind};
 use super::spec::{RequestSpec, Spec, TlsSpec};
@@ -129,6 +131,9 @@ pub struct PlannedRequest {
     pub idempotent: bool,
     /// Share of the mix.
     pub weight: u32,
+    /// One encoding per data row when the request has `{{column}}` placeholders (`bytes`
+    /// is then the first row's); empty otherwise.
+    pub filled: Vec<Arc<[u8]>>,
 }
 
 /// A run with every value resolved.
@@ -138,6 +143,8 @@ pub struct Plan {
     pub target: TargetAddr,
     /// The requests, each encoded once as HTTP/1.1 bytes.
     pub requests: Vec<PlannedRequest>,
+    /// The data file the requests are filled from, and how its rows are drawn.
+    pub data: Option<DataSpec>,
     /// Reuse connections.
     pub keepalive: bool,
     /// Stop sending when the target collapses (analysis::live decides).
@@ -187,17 +194,32 @@ impl Plan {
                 None
             }
         };
-        let requests = spec
-            .requests
-            .iter()
-            .map(|r| PlannedRequest {
+        let mut budget = super::data::MAX_ENCODED_BYTES;
+        let mut requests = Vec::with_capacity(spec.requests.len());
+        for r in &spec.requests {
+            let path = r.path.as_deref().unwrap_or(&path);
+            let encode = |r: &RequestSpec, path: &str| encode_request(r, &host, path);
+            let filled = match &spec.data {
+                Some(data) => super::data::expand(data, r, path, &mut budget, encode)?.unwrap_or_default(),
+                None => Vec::new(),
+            };
+            requests.push(PlannedRequest {
                 name: r.name.clone(),
-                bytes: encode_request(r, &host, r.path.as_deref().unwrap_or(&path)),
+                bytes: filled.first().map_or_else(|| encode_request(r, &host, path), |b| b.to_vec()),
                 head: r.method == "HEAD",
                 idempotent: crate::engine::is_idempotent(&r.method),
                 weight: r.weight.max(1),
-            })
-            .collect();
+                filled,
+            });
+        }
+        if let Some(data) = &spec.data
+            && requests.iter().all(|r| r.filled.is_empty())
+        {
+            return Err(InputError::new(
+                data.path.display().to_string(),
+                format!("no request uses a {{{{column}}}} placeholder (columns: {})", data.columns.join(", ")),
+            ));
+        }
         let phases = phases(spec);
         let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         // Every shard needs at least one connection of its own.
@@ -205,6 +227,7 @@ impl Plan {
         Ok(Plan {
             target: TargetAddr { url: url.to_string(), addr, tls },
             requests,
+            data: spec.data.clone(),
             keepalive: spec.keepalive,
             emergency_stop: spec.emergency_stop,
             phases,

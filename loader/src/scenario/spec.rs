@@ -93,6 +93,8 @@ pub struct Spec {
     pub plain: bool,
     /// How an https target's certificate is checked (flags only).
     pub tls: TlsSpec,
+    /// Rows that fill the requests' `{{column}}` placeholders (`--data`, `[data]`).
+    pub data: Option<super::data::DataSpec>,
 }
 
 /// TLS flags as given (`--insecure`, `--cacert`); they apply to https URLs only.
@@ -240,6 +242,7 @@ impl Spec {
             out: raw.out.as_ref().map(|g| g.value.clone()),
             plain: raw.plain.as_ref().is_some_and(|g| g.value),
             tls: TlsSpec::default(),
+            data: super::data::from_raw(raw)?,
         })
     }
 }

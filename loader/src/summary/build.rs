@@ -176,6 +176,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         preflight: None,
         probes: inp.probes.clone(),
         tls: plan.target.tls.is_some().then(|| tls(&rec.tls)),
+        data: plan.data.as_ref().map(|d| super::data::of(d, &rec.rows)),
         loader: LoaderSummary {
             cpu_p95,
             cpu_max,

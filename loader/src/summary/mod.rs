@@ -21,12 +21,14 @@
 mod analysis;
 mod build;
 mod criteria;
+mod data;
 mod loader;
 mod phase;
 
 pub use analysis::{AnalysisSummary, CapacitySummary, EmergencyStop, LittleSummary, Point, SoakSummary, SpikeSummary};
 pub use build::{Inputs, build, offered_between};
 pub use criteria::Criteria;
+pub use data::DataSummary;
 pub use loader::{
     CertificateRef, ConnectMs, HandshakeMs, HealthSummary, LoaderSummary, ProbeHandshakeMs, ProbeSummary, Resets,
     RunQueueUs, TimeWait, TlsSummary, WakeLateUs,
@@ -82,6 +84,9 @@ pub struct Summary {
     /// own count is `probes.tls_handshakes`.
     #[serde(default)]
     pub tls: Option<TlsSummary>,
+    /// The data file's rows as the run used them (`--data`; absent without one).
+    #[serde(default)]
+    pub data: Option<DataSummary>,
     /// Loader-side health.
     pub loader: LoaderSummary,
     /// The `/proc` and cgroup view of the load machine, per second and at its peaks.

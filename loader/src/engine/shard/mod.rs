@@ -148,6 +148,7 @@ impl Shard {
         if ring.params().is_feature_no_iowait() {
             enter_flags |= io_uring::EnterFlags::NO_IOWAIT;
         }
+        let rows = cfg.requests.keys.as_ref().map_or(0, |k| k.rows());
         Ok(Shard {
             ring,
             bufs,
@@ -162,7 +163,7 @@ impl Shard {
             keepalive: cfg.keepalive,
             retry_non_idempotent: cfg.retry_non_idempotent,
             timeout_ns: cfg.timeout.as_nanos() as u64,
-            record: ShardRecord::new(cfg.windows, cfg.seconds),
+            record: ShardRecord::new(cfg.windows, cfg.seconds).with_rows(rows),
             schedule: cfg.schedule,
             clock: cfg.clock,
             stop: cfg.stop,

@@ -55,7 +55,7 @@ impl Shard {
     pub(super) fn take(&self, due: Due, now: u64, deadline_ns: u64) -> InFlight {
         InFlight {
             phase: due.phase,
-            request: self.requests.pick(due.index),
+            request: self.requests.pick(due.phase, due.index),
             intended_ns: due.intended_ns,
             sent_ns: now,
             deadline_ns,
@@ -81,6 +81,9 @@ impl Shard {
         // A request sent again after a stale connection was sent once already: counted then.
         if !f.retried {
             self.record.on_send(f.phase, f.intended_ns, now, own_lag, waited, self.in_flight);
+            if let Some(row) = self.requests.row_of(f.request) {
+                self.record.on_row(row);
+            }
             self.sent += 1;
         }
         self.last_send_ns = Some(now);

@@ -47,7 +47,7 @@ impl Shard {
     }
 
     /// Encrypt request `request` on connection `c` and send it.
-    pub(super) fn send_tls_request(&mut self, c: usize, request: u16, now: u64) {
+    pub(super) fn send_tls_request(&mut self, c: usize, request: u32, now: u64) {
         let bytes = &self.requests.bytes[request as usize];
         let Some(tls) = self.conns[c].tls.as_mut() else { return };
         // rustls' send buffer is unbounded (`TlsClient::connect`): the whole request is

@@ -199,6 +199,23 @@ pub fn metadata(s: &Summary) -> String {
             }),
         ),
         (
+            "data file",
+            s.data.as_ref().map_or("none".into(), |d| {
+                format!(
+                    "<code>{}</code>: {} rows, {} (seed {}); {} distinct rows sent; hottest row {} ({}) {} % of sends (expected {} %)",
+                    esc(&d.file),
+                    d.rows,
+                    esc(&d.distribution),
+                    d.seed,
+                    d.distinct_sent,
+                    d.hottest_row,
+                    esc(&d.hottest_key),
+                    num(d.hottest_share * 100.0),
+                    num(d.expected_hottest_share * 100.0)
+                )
+            }),
+        ),
+        (
             "command line",
             if r.command_line.is_empty() {
                 "not recorded (a summary from an older loader)".to_string()
