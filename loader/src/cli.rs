@@ -65,6 +65,34 @@ pub enum Command {
     /// Measure this machine's own ceiling against the built-in target and write its
     /// certificate (see docs/calibration.md).
     Calibrate(CalibrateArgs),
+    /// Stop running loaders at once: POST /stop to each one's --control address, with the
+    /// token in LOADER_CONTROL_TOKEN.
+    Stop(StopArgs),
+    /// Join the outputs of the machines that shared one run (`loader run --shard i/N` on
+    /// each) into one summary, interval log and report (see docs/distributed.md).
+    Merge(MergeArgs),
+}
+
+/// Flags of `loader stop`.
+#[derive(Debug, Args, Clone)]
+pub struct StopArgs {
+    /// The loaders' --control addresses (IP:PORT).
+    #[arg(required = true)]
+    pub addrs: Vec<String>,
+    /// How long to wait for each to acknowledge.
+    #[arg(long, default_value = "2s")]
+    pub timeout: String,
+}
+
+/// Flags of `loader merge`.
+#[derive(Debug, Args, Clone)]
+pub struct MergeArgs {
+    /// The machines' output directories (each with summary.json and latency.hlog).
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Where to write the merged summary.json, latency.hlog and report.html.
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// Flags of `loader calibrate`.
@@ -277,6 +305,21 @@ pub struct RunArgs {
     /// Seed of the --key-dist draws (default: chosen at start and reported in summary.json).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Send only this machine's part of the run: INDEX/COUNT (0-based), every request whose
+    /// number is INDEX modulo COUNT, so COUNT machines together send the one-machine plan
+    /// exactly (`loader merge` joins their outputs). Also read from a Kubernetes Indexed
+    /// Job: JOB_COMPLETION_INDEX with JOB_COMPLETIONS. See docs/distributed.md.
+    #[arg(long, value_name = "INDEX/COUNT")]
+    pub shard: Option<String>,
+    /// Start the schedule at this wall-clock time (RFC 3339, or @UNIX_SECONDS), so every
+    /// machine of a sharded run starts together.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+    /// Serve the kill switch on ADDR (IP:PORT): `loader stop ADDR` stops the run within a
+    /// shard turn (≤ 50 ms), as SIGINT would. Needs LOADER_CONTROL_TOKEN (≥ 16 characters),
+    /// the token `loader stop` must present.
+    #[arg(long, value_name = "ADDR")]
+    pub control: Option<String>,
     /// Directory for summary.json and the other outputs (default: ./out/<timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -16,6 +16,7 @@
 //! - [`probes`]: eBPF programs on the loader's own process (tgid) and sockets.
 //! - [`health`]: the `/proc` and cgroup half of loader health (the fallback without probes).
 //! - [`verdict`]: whether the numbers can be trusted, and which side explains each anomaly.
+//! - [`merge`]: the machines of a sharded run (`--shard i/N`) joined into one, exactly.
 //! - [`report`]: terminal tables, `summary.json`, the HDR interval log, the live metrics
 //!   endpoint (`--metrics`).
 //! - [`commands`]: each command orders the stages; [`calibrate`] certifies the machine;
@@ -34,6 +35,7 @@ pub mod engine;
 pub mod error;
 pub mod health;
 pub mod measure;
+pub mod merge;
 pub mod privilege;
 pub mod probes;
 pub mod record;

@@ -13,7 +13,44 @@
 //! gives shard `k` every request with `i % n == k`: the shards together send exactly the
 //! planned sequence, and each one's share is evenly spread.
 //!
+//! A run spread over machines (`--shard i/N`) gives machine `i` every request with
+//! `i % N == i` in the same way ([`Share`]): a window with a share plans, times and counts
+//! only its own requests, and the machines' shards split those again.
+//!
 //! This module is pure (no clock, no I/O); the engine asks it what is due next.
+
+/// One machine's part of a run spread over several (`--shard INDEX/COUNT`): request `k` of
+/// every window is this machine's when `k % count == index`. The whole run is `0/1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    /// This machine's index, `0..count`.
+    pub index: u64,
+    /// Machines in the run (≥ 1).
+    pub count: u64,
+}
+
+impl Default for Share {
+    fn default() -> Self {
+        Share { index: 0, count: 1 }
+    }
+}
+
+impl Share {
+    /// Of the first `n` requests of a window, how many are this share's.
+    pub fn of(&self, n: u64) -> u64 {
+        if n > self.index { (n - self.index).div_ceil(self.count) } else { 0 }
+    }
+
+    /// The run's request number of this share's request `j`.
+    pub fn global(&self, j: u64) -> u64 {
+        self.index.saturating_add(self.count.saturating_mul(j))
+    }
+
+    /// The whole run (one machine).
+    pub fn is_whole(&self) -> bool {
+        self.count <= 1
+    }
+}
 
 /// One phase as the schedule needs it: a window of the run and its arrival rate, constant
 /// (`rate == end_rate`) or changing linearly from `rate` to `end_rate`.
@@ -28,17 +65,24 @@ pub struct Window {
     /// Arrival rate at the window's end, requests per second (≥ 0); equal to `rate` for a
     /// constant window.
     pub end_rate: f64,
+    /// The part of the window this machine sends (the whole window unless `--shard`).
+    pub share: Share,
 }
 
 impl Window {
     /// A window at one constant rate.
     pub fn constant(start_ns: u64, end_ns: u64, rate: f64) -> Self {
-        Window { start_ns, end_ns, rate, end_rate: rate }
+        Window { start_ns, end_ns, rate, end_rate: rate, share: Share::default() }
     }
 
     /// A window whose rate changes linearly from `from` to `to`.
     pub fn ramp(start_ns: u64, end_ns: u64, from: f64, to: f64) -> Self {
-        Window { start_ns, end_ns, rate: from, end_rate: to }
+        Window { start_ns, end_ns, rate: from, end_rate: to, share: Share::default() }
+    }
+
+    /// This window as machine `share` sends it.
+    pub fn with_share(self, share: Share) -> Self {
+        Window { share, ..self }
     }
 
     fn is_constant(&self) -> bool {
@@ -58,9 +102,14 @@ impl Window {
         self.rate * t + (self.end_rate - self.rate) * t * t / (2.0 * span)
     }
 
-    /// Number of requests due in this window across all shards: every `i` with
-    /// `intended(i) < end`.
+    /// Number of requests due in this window across all shards (of this machine's share):
+    /// every `i` with `intended(i) < end`.
     pub fn planned(&self) -> u64 {
+        self.share.of(self.planned_all())
+    }
+
+    /// [`Window::planned`] over all machines.
+    pub fn planned_all(&self) -> u64 {
         let n = if self.is_constant() {
             // Kept as it always was: the constant path is wrk2's exact count.
             (self.span_s() * self.rate).ceil()
@@ -72,11 +121,16 @@ impl Window {
         }
         let n = n as u64;
         // Guard the float edge: the last request must still start before `end`.
-        if n > 0 && self.intended_ns(n - 1) >= self.end_ns { n - 1 } else { n }
+        if n > 0 && self.intended_all_ns(n - 1) >= self.end_ns { n - 1 } else { n }
     }
 
-    /// Intended send time of the window's request `i`.
+    /// Intended send time of the window's request `i` (of this machine's share).
     pub fn intended_ns(&self, i: u64) -> u64 {
+        self.intended_all_ns(self.share.global(i))
+    }
+
+    /// Intended send time of the window's request `i` over all machines.
+    fn intended_all_ns(&self, i: u64) -> u64 {
         if self.is_constant() {
             return self.start_ns.saturating_add((i as f64 * 1e9 / self.rate) as u64);
         }
@@ -98,10 +152,16 @@ impl Window {
         self.start_ns.saturating_add(if t_ns.is_finite() { t_ns as u64 } else { u64::MAX - self.start_ns })
     }
 
-    /// Requests of this window whose intended time falls before `at_ns` (exact: agrees
-    /// with [`Window::intended_ns`] request by request).
+    /// Requests of this window (of this machine's share) whose intended time falls before
+    /// `at_ns`.
     fn planned_before(&self, at_ns: u64) -> u64 {
-        let planned = self.planned();
+        self.share.of(self.planned_before_all(at_ns))
+    }
+
+    /// Requests of this window over all machines whose intended time falls before `at_ns`
+    /// (exact: agrees with [`Window::intended_all_ns`] request by request).
+    fn planned_before_all(&self, at_ns: u64) -> u64 {
+        let planned = self.planned_all();
         if at_ns <= self.start_ns {
             return 0;
         }
@@ -111,10 +171,10 @@ impl Window {
         // First guess from N(t), then settle on the exact boundary.
         let guess = self.arrivals_by((at_ns - self.start_ns) as f64 / 1e9).ceil();
         let mut k = if guess.is_finite() && guess > 0.0 { (guess as u64).min(planned) } else { 0 };
-        while k > 0 && self.intended_ns(k - 1) >= at_ns {
+        while k > 0 && self.intended_all_ns(k - 1) >= at_ns {
             k -= 1;
         }
-        while k < planned && self.intended_ns(k) < at_ns {
+        while k < planned && self.intended_all_ns(k) < at_ns {
             k += 1;
         }
         k
@@ -272,6 +332,38 @@ mod tests {
             let n = drain(s.clone()).iter().filter(|d| d.phase == 1).count() as u64;
             assert_eq!(s.planned_in(1), n, "shard {k}");
         }
+    }
+
+    #[test]
+    fn machines_and_their_shards_partition_the_global_sequence() {
+        // 3 machines of 2 shards each send exactly what one machine would, ramps included.
+        let windows = vec![win(0.0, 1.0, 1000.0), ramp(1.0, 3.0, 100.0, 701.0), win(3.0, 3.5, 3.3)];
+        let whole = drain(ShardSchedule::new(windows.clone(), 0, 1));
+        let mut union = Vec::new();
+        let (mut planned, mut between) = (vec![0; windows.len()], 0);
+        for index in 0..3 {
+            let share = Share { index, count: 3 };
+            let mine: Vec<Window> = windows.iter().map(|w| w.with_share(share)).collect();
+            for (p, w) in mine.iter().enumerate() {
+                planned[p] += w.planned();
+                between += w.planned_between(500_000_000, 2_000_000_000);
+            }
+            for shard in 0..2 {
+                // Back to the run's numbering: request j of this machine is k = index + 3j.
+                union.extend(
+                    drain(ShardSchedule::new(mine.clone(), shard, 2))
+                        .into_iter()
+                        .map(|d| Due { index: share.global(d.index), ..d }),
+                );
+            }
+        }
+        union.sort_by_key(|d| (d.intended_ns, d.phase, d.index));
+        assert_eq!(union, whole);
+        assert_eq!(planned, windows.iter().map(Window::planned).collect::<Vec<_>>());
+        let whole_between: u64 = windows.iter().map(|w| w.planned_between(500_000_000, 2_000_000_000)).sum();
+        assert_eq!(between, whole_between);
+        assert_eq!(Share { index: 2, count: 3 }.of(7), 2);
+        assert_eq!(Share { index: 2, count: 3 }.of(2), 0);
     }
 
     #[test]

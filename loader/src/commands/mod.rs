@@ -5,9 +5,12 @@
 //!   → verdict and analysis → outputs, once per `--repeat`, then the capacity plan.
 //! - `loader verdict DIR` (`verdict.rs`): a saved summary judged again with other limits.
 //! - `loader report DIR` (`report.rs`): a saved summary rendered again as `report.html`.
+//! - `loader merge DIR…` (`merge.rs`): the machines of a sharded run joined ([`crate::merge`]).
+//! - `loader stop ADDR…`: the kill switch ([`crate::measure::control`]).
 //! - `loader calibrate`: the [`crate::calibrate`] module.
 //! - `loader target`: the [`crate::target`] module.
 
+mod merge;
 mod report;
 mod run;
 mod verdict;
@@ -33,7 +36,27 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Verdict(args) => verdict::rejudge(&args),
         Command::Report(args) => report::render(&args),
         Command::Calibrate(args) => crate::calibrate::calibrate(&args),
+        Command::Merge(args) => merge::merge(&args),
+        Command::Stop(args) => stop(&args),
     }
+}
+
+/// `loader stop ADDR…`: every loader told at once; one line per address.
+fn stop(args: &crate::cli::StopArgs) -> anyhow::Result<Outcome> {
+    use crate::measure::control;
+    let token = control::token_from_env("loader stop")?;
+    let timeout = crate::scenario::parse_duration("--timeout", &args.timeout)?;
+    let mut all = true;
+    for (addr, result) in control::stop_all(&args.addrs, &token, timeout) {
+        match result {
+            Ok(took) => println!("{addr}: stopping (acknowledged in {:.1} ms)", took.as_secs_f64() * 1000.0),
+            Err(e) => {
+                all = false;
+                eprintln!("loader: error: {addr}: {e}");
+            }
+        }
+    }
+    Ok(if all { Outcome::Passed } else { Outcome::Error })
 }
 
 /// The exit outcome a finished summary calls for. A breakpoint run exists to find where

@@ -63,6 +63,15 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&interrupted)).context("cannot install signal handler")?;
     }
+    let control = match args.control.as_deref() {
+        Some(addr) => {
+            let token = measure::control::token_from_env("--control")?;
+            let c = measure::control::Control::bind(addr, token, Arc::clone(&interrupted))?;
+            println!("loader: control at http://{}/stop (loader stop {})", c.addr(), c.addr());
+            Some(c)
+        }
+        None => None,
+    };
 
     // This machine's certificate (or --certificate): one stderr line when missing or foreign.
     let certified = crate::calibrate::for_run(args.certificate.as_deref())?;
@@ -92,6 +101,12 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             certified.certified.as_ref(),
         )?;
         let stop = summary.interrupted;
+        let mut summary = summary;
+        if let Some(at) = control.as_ref().and_then(|c| c.requested_at()) {
+            summary.run.stop_requested_unix_s =
+                at.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_micros() as f64 / 1e6);
+            write_json(&dir.join("summary.json"), &summary)?;
+        }
         runs.push((dir, summary, analysis));
         if stop {
             break;

@@ -131,8 +131,11 @@ pub struct ShardConfig {
     pub windows: Vec<Window>,
     /// Time base shared by all shards.
     pub clock: Clock,
-    /// Set to stop sending at once (interrupt, emergency stop).
+    /// Set to stop sending at once (emergency stop, and the run's halt below each second).
     pub stop: Arc<AtomicBool>,
+    /// The process-wide halt (SIGINT/SIGTERM, `loader stop`): seen at the shard's next turn
+    /// (at most `pace::MAX_WAIT_NS` away), not at the main thread's next second.
+    pub halt: Arc<AtomicBool>,
     /// Live counters of this shard.
     pub live: Arc<Live>,
     /// Where the shard hands copies of its record over once a second for the live metrics
@@ -172,9 +175,12 @@ pub struct RequestTable {
     pub keyed: Vec<bool>,
     /// The row chooser, when there is a data file.
     pub keys: Option<keys::Keys>,
-    /// Requests planned before each phase (a request's number in the run is this plus its
-    /// index in the phase).
+    /// Requests planned before each phase over all machines (a request's number in the run
+    /// is this plus its index in the phase).
     pub phase_offsets: Vec<u64>,
+    /// This machine's part of the run: its request `i` of a phase is the phase's request
+    /// `share.global(i)`.
+    pub share: crate::schedule::Share,
 }
 
 impl RequestTable {
@@ -190,6 +196,7 @@ impl RequestTable {
             keyed: vec![false; n],
             keys: None,
             phase_offsets: Vec::new(),
+            share: Default::default(),
         }
     }
 
@@ -200,7 +207,7 @@ impl RequestTable {
         let first = self.first[request];
         match &self.keys {
             Some(keys) if self.keyed[request] => {
-                first + keys.pick(self.phase_offsets.get(phase).copied().unwrap_or(0) + i)
+                first + keys.pick(self.phase_offsets.get(phase).copied().unwrap_or(0) + self.share.global(i))
             }
             _ => first,
         }

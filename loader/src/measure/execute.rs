@@ -37,8 +37,7 @@ pub(super) fn execute<'m>(
 ) -> anyhow::Result<Executed<'m>> {
     let windows: Vec<_> = plan.phases.iter().map(|p| p.window()).collect();
     let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
-    let clock = Clock::new(Instant::now() + POOL_OPEN_GRACE);
-    let started = SystemTime::now() + POOL_OPEN_GRACE;
+    let (clock, started) = zero(plan.start_at)?;
     let requests = Arc::new(request_table(plan, &windows));
     // One TLS client per run: its session cache is shared by every shard (resumption).
     let tls = match &plan.target.tls {
@@ -70,6 +69,7 @@ pub(super) fn execute<'m>(
             windows: windows.clone(),
             clock,
             stop: Arc::clone(stop),
+            halt: Arc::clone(interrupted),
             live,
             live_copies: feed.as_ref().and_then(|f| f.copies_for(shard)),
             seconds,
@@ -229,9 +229,29 @@ pub(super) fn execute<'m>(
         health,
         emergency_stop,
         stopped_at_ns,
+        last_send_ns,
         failure: (!failures.is_empty()).then(|| failures.join("; ")),
         metrics: feed.map(MetricsFeed::into_metrics),
     })
+}
+
+/// The run's zero: as soon as the pool can open, or at `--start-at` on the wall clock (every
+/// machine of a sharded run then starts at the same instant, to their clocks' agreement).
+fn zero(start_at: Option<SystemTime>) -> anyhow::Result<(Clock, SystemTime)> {
+    let (now, wall) = (Instant::now(), SystemTime::now());
+    let Some(at) = start_at else {
+        return Ok((Clock::new(now + POOL_OPEN_GRACE), wall + POOL_OPEN_GRACE));
+    };
+    match at.duration_since(wall + POOL_OPEN_GRACE) {
+        Ok(wait) if wait <= Duration::from_secs(24 * 3600) => Ok((Clock::new(now + POOL_OPEN_GRACE + wait), at)),
+        Ok(_) => anyhow::bail!("--start-at: {} is more than a day away", humantime::format_rfc3339_millis(at)),
+        Err(_) => anyhow::bail!(
+            "--start-at: {} had passed (or was within the {} ms the pool needs to open) when the run was ready at {}",
+            humantime::format_rfc3339_millis(at),
+            POOL_OPEN_GRACE.as_millis(),
+            humantime::format_rfc3339_millis(wall)
+        ),
+    }
 }
 
 /// The plan's requests as the shards pick them: one entry per request, or per data row for
@@ -250,14 +270,16 @@ fn request_table(plan: &Plan, windows: &[crate::schedule::Window]) -> engine::Re
     }
     if let Some(d) = &plan.data {
         t.keys = Some(engine::keys::Keys::new(d.rows.len(), d.dist, d.seed));
+        // Numbered over the whole run, all machines (`--shard`) included.
         t.phase_offsets = windows
             .iter()
             .scan(0u64, |before, w| {
                 let at = *before;
-                *before += w.planned();
+                *before += w.planned_all();
                 Some(at)
             })
             .collect();
+        t.share = windows.first().map(|w| w.share).unwrap_or_default();
     }
     t
 }

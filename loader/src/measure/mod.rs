@@ -12,6 +12,7 @@
 //! | `progress.rs` | the live progress line |
 //! | `probe_summary.rs` | the probes' readings as `summary.probes` |
 
+pub mod control;
 mod execute;
 mod live_log;
 mod meters;
@@ -95,6 +96,9 @@ pub fn measure(
         stopped_at_s: run.stopped_at_ns.map(|ns| ns as f64 / 1e9),
     });
     summary.failure = run.failure.clone();
+    summary.run.last_send_s = run.last_send_ns.map(|ns| ns as f64 / 1e9);
+    summary.run.zero_unix_s =
+        run.started.duration_since(std::time::UNIX_EPOCH).ok().map(|d| (d.as_micros() as f64) / 1e6);
     summary.preflight = preflight;
     summary.analysis.emergency_stop = run.emergency_stop.clone();
     if let Some(dir) = hlog_dir {
@@ -136,6 +140,8 @@ struct Executed<'m> {
     emergency_stop: Option<EmergencyStop>,
     /// When the first shard saw the stop (ns since start), if the run was stopped.
     stopped_at_ns: Option<u64>,
+    /// When the last request was sent (ns since start).
+    last_send_ns: Option<u64>,
     /// Why shards failed part-way, if any did.
     failure: Option<String>,
     /// The live metrics (with `--metrics`), still to be given their final values.

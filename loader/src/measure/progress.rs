@@ -46,8 +46,10 @@ impl<'a> Progress<'a> {
     }
 
     pub fn line(&self, at: Duration, second: &LiveTotals, cpu: f64) {
-        let phase_text =
-            self.plan.phase_at(at).map_or_else(|| "draining".to_string(), |p| format!("{} @ {:.0}/s", p.name, p.rate));
+        let phase_text = self
+            .plan
+            .phase_at(at)
+            .map_or_else(|| "draining".to_string(), |p| format!("{} @ {:.0}/s", p.name, p.offered()));
         // The second that just ended: (at - 1 s, at].
         let to = at.as_nanos() as u64;
         let from = to.saturating_sub(1_000_000_000);

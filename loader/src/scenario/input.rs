@@ -192,6 +192,10 @@ pub(crate) struct Raw {
     pub data: Opt<PathBuf>,
     pub key_dist: Opt<String>,
     pub seed: Opt<i64>,
+    /// `--shard INDEX/COUNT` (or a Kubernetes Indexed Job's `JOB_COMPLETION_INDEX` with
+    /// `JOB_COMPLETIONS`), `--start-at` (flags and environment only).
+    pub shard: Opt<String>,
+    pub start_at: Opt<String>,
 }
 
 impl Raw {
@@ -276,6 +280,13 @@ impl Raw {
             self.plain = Some(Given::flag("--plain", true));
         }
         put(&mut self.data, "--data", a.data.clone());
+        put(&mut self.shard, "--shard", a.shard.clone());
+        if self.shard.is_none()
+            && let (Ok(index), Ok(count)) = (std::env::var("JOB_COMPLETION_INDEX"), std::env::var("JOB_COMPLETIONS"))
+        {
+            self.shard = Some(Given::flag("JOB_COMPLETION_INDEX/JOB_COMPLETIONS", format!("{index}/{count}")));
+        }
+        put(&mut self.start_at, "--start-at", a.start_at.clone());
         put(&mut self.key_dist, "--key-dist", a.key_dist.clone());
         put(&mut self.seed, "--seed", a.seed.map(|s| i64::try_from(s).unwrap_or(i64::MAX)));
     }

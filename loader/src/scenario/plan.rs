@@ -20,7 +20,7 @@ use super::profile::{Profile, ProfileKind};
 use super::spec::{RequestSpec, Spec, TlsSpec};
 use crate::engine::tls::Verify;
 use crate::error::InputError;
-use crate::schedule::Window;
+use crate::schedule::{Share, Window};
 
 /// What a phase is for; only `Hold` phases are judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,12 +62,24 @@ pub struct Phase {
     pub start_rate: f64,
     /// Rate at the phase's end (equal to `rate` unless a ramp).
     pub end_rate: f64,
+    /// This machine's part of it (`--shard`; the whole phase by default). The rates above
+    /// are the whole run's; [`Phase::offered`] is this machine's.
+    pub share: Share,
 }
 
 impl Phase {
     /// A phase at one rate.
     pub fn constant(name: impl Into<String>, kind: PhaseKind, start: Duration, duration: Duration, rate: f64) -> Phase {
-        Phase { name: name.into(), kind, start, duration, rate, start_rate: rate, end_rate: rate }
+        Phase {
+            name: name.into(),
+            kind,
+            start,
+            duration,
+            rate,
+            start_rate: rate,
+            end_rate: rate,
+            share: Share::default(),
+        }
     }
 
     /// A ramp from `from` to `to`; its offered rate is what it plans to send ÷ its length.
@@ -80,20 +92,27 @@ impl Phase {
             rate: 0.0,
             start_rate: from,
             end_rate: to,
+            share: Share::default(),
         };
         let secs = duration.as_secs_f64();
         p.rate = if secs > 0.0 { p.window().planned() as f64 / secs } else { 0.0 };
         p
     }
 
-    /// The schedule window of this phase.
+    /// The schedule window of this phase (this machine's share of it).
     pub fn window(&self) -> Window {
         let (start_ns, end_ns) = (self.start.as_nanos() as u64, (self.start + self.duration).as_nanos() as u64);
-        if self.kind == PhaseKind::Ramp {
+        let w = if self.kind == PhaseKind::Ramp {
             Window::ramp(start_ns, end_ns, self.start_rate, self.end_rate)
         } else {
             Window::constant(start_ns, end_ns, self.rate)
-        }
+        };
+        w.with_share(self.share)
+    }
+
+    /// The rate this machine offers: the phase's rate, or its share of it (`--shard`).
+    pub fn offered(&self) -> f64 {
+        self.rate / self.share.count.max(1) as f64
     }
 }
 
@@ -177,6 +196,10 @@ pub struct Plan {
     pub verdict: VerdictLimits,
     /// Repeats and the capacity plan.
     pub capacity: CapacitySpec,
+    /// This machine's part of the run (`--shard`).
+    pub share: Share,
+    /// When the run's zero is, on the wall clock (`--start-at`; `None`: as soon as ready).
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 impl Plan {
@@ -220,7 +243,8 @@ impl Plan {
                 format!("no request uses a {{{{column}}}} placeholder (columns: {})", data.columns.join(", ")),
             ));
         }
-        let phases = phases(spec);
+        let mut phases = phases(spec);
+        phases.iter_mut().for_each(|p| p.share = spec.share);
         let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         // Every shard needs at least one connection of its own.
         let threads = spec.threads.unwrap_or(cpus).min(spec.connections);
@@ -244,6 +268,8 @@ impl Plan {
             slo: spec.slo.clone(),
             verdict: spec.verdict.clone(),
             capacity: spec.capacity.clone(),
+            share: spec.share,
+            start_at: spec.start_at,
         })
     }
 
@@ -252,9 +278,10 @@ impl Plan {
         self.kind
     }
 
-    /// Highest rate any phase reaches.
+    /// Highest rate any phase reaches on this machine.
     pub fn peak_rate(&self) -> f64 {
-        self.phases.iter().map(|p| p.start_rate.max(p.end_rate)).fold(0.0, f64::max)
+        let whole = self.phases.iter().map(|p| p.start_rate.max(p.end_rate)).fold(0.0, f64::max);
+        whole / self.share.count.max(1) as f64
     }
 
     /// How each shard sleeps: from its share of the peak rate, or the `--wake-window` given.

@@ -95,6 +95,10 @@ pub struct Spec {
     pub tls: TlsSpec,
     /// Rows that fill the requests' `{{column}}` placeholders (`--data`, `[data]`).
     pub data: Option<super::data::DataSpec>,
+    /// This machine's part of the run (`--shard`).
+    pub share: crate::schedule::Share,
+    /// When the run's zero is on the wall clock (`--start-at`).
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 /// TLS flags as given (`--insecure`, `--cacert`); they apply to https URLs only.
@@ -243,6 +247,8 @@ impl Spec {
             plain: raw.plain.as_ref().is_some_and(|g| g.value),
             tls: TlsSpec::default(),
             data: super::data::from_raw(raw)?,
+            share: raw.shard.as_ref().map_or(Ok(Default::default()), super::values::share)?,
+            start_at: raw.start_at.as_ref().map(super::values::instant).transpose()?,
         })
     }
 }

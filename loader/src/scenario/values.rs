@@ -132,6 +132,40 @@ pub(crate) fn fraction(g: &Given<FractionText>, low: f64, high: f64, high_ok: bo
     Ok(v)
 }
 
+/// Most machines one run may be spread over.
+pub(crate) const MAX_MACHINES: u64 = 10_000;
+
+/// `--shard INDEX/COUNT`: this machine's part of a run spread over `COUNT` machines.
+pub(crate) fn share(g: &Given<String>) -> Result<crate::schedule::Share, InputError> {
+    let bad =
+        || g.err(format!("expected INDEX/COUNT with 0 ≤ INDEX < COUNT ≤ {MAX_MACHINES}, e.g. 0/4, got {:?}", g.value));
+    let (i, n) = g.value.trim().split_once('/').ok_or_else(bad)?;
+    let (index, count) = (i.trim().parse::<u64>().map_err(|_| bad())?, n.trim().parse::<u64>().map_err(|_| bad())?);
+    if count == 0 || count > MAX_MACHINES || index >= count {
+        return Err(bad());
+    }
+    Ok(crate::schedule::Share { index, count })
+}
+
+/// `--start-at`: an RFC 3339 time (`2026-12-01T19:00:00Z`, fractions allowed) or `@SECONDS`
+/// since the Unix epoch (`@1764615600.5`).
+pub(crate) fn instant(g: &Given<String>) -> Result<std::time::SystemTime, InputError> {
+    let text = g.value.trim();
+    let bad = |why: String| {
+        g.err(format!("expected an RFC 3339 time like 2026-12-01T19:00:00Z or @UNIX_SECONDS, got {text:?} ({why})"))
+    };
+    match text.strip_prefix('@') {
+        Some(secs) => {
+            let s: f64 = secs.parse().map_err(|_| bad("not a number".into()))?;
+            if !(s.is_finite() && s > 0.0 && s < 1e11) {
+                return Err(bad("out of range".into()));
+            }
+            Ok(std::time::UNIX_EPOCH + Duration::from_secs_f64(s))
+        }
+        None => humantime::parse_rfc3339_weak(text).map_err(|e| bad(e.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,7 +98,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 start_s: start,
                 duration_s: secs,
                 measured_s: Some(round2(measured)),
-                offered_rps: ph.rate,
+                offered_rps: ph.offered(),
                 sent_rps: per_s(r.sent_in_window),
                 ok_rps: per_s(r.ok_in_window),
                 requests: ph.window().planned(),
@@ -165,6 +165,15 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             wake_window_adaptive: plan.pace().adaptive,
             loader_version: env!("CARGO_PKG_VERSION").to_string(),
             command_line: Vec::new(),
+            shard: plan
+                .phases
+                .first()
+                .filter(|p| !p.share.is_whole())
+                .map(|p| super::ShardInfo { index: p.share.index, count: p.share.count }),
+            zero_unix_s: None,
+            clock: super::ClockState::read(),
+            last_send_s: None,
+            stop_requested_unix_s: None,
         },
         machine: None,
         verdict: Verdict { trusted: None, reasons: Vec::new() },
@@ -190,6 +199,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         series,
         health: inp.health.clone(),
         errors_detail: errors_detail(&rec.details),
+        merged: None,
     }
 }
 

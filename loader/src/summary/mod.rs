@@ -98,6 +98,34 @@ pub struct Summary {
     /// The counts of a class add up to its total over the phases.
     #[serde(default)]
     pub errors_detail: BTreeMap<String, Vec<ErrorMessage>>,
+    /// The machines this summary was merged from (`loader merge`; absent for one machine's
+    /// own run).
+    #[serde(default)]
+    pub merged: Option<MergedFrom>,
+}
+
+/// What `loader merge` joined.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MergedFrom {
+    /// One entry per machine, by index.
+    pub shards: Vec<MergedShard>,
+    /// How far apart the machines' run zeros were on their clocks, ms.
+    pub start_spread_ms: f64,
+}
+
+/// One machine of a merged run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MergedShard {
+    /// Its `--shard` index.
+    pub index: u64,
+    /// Its output directory.
+    pub dir: String,
+    /// Its own verdict.
+    pub trusted: Option<bool>,
+    /// Its run zero on its clock, Unix seconds.
+    pub zero_unix_s: Option<f64>,
+    /// Its latency p99 per phase, ms.
+    pub p99_ms: Vec<f64>,
 }
 
 /// Run parameters and totals.
@@ -148,6 +176,58 @@ pub struct RunInfo {
     /// written before it was recorded).
     #[serde(default)]
     pub command_line: Vec<String>,
+    /// This machine's part of a run spread over several (`--shard`; absent: the whole run).
+    #[serde(default)]
+    pub shard: Option<ShardInfo>,
+    /// The run's zero instant on this machine's wall clock, seconds since the Unix epoch
+    /// (µs precision): what `loader merge` aligns the machines' seconds on.
+    #[serde(default)]
+    pub zero_unix_s: Option<f64>,
+    /// The kernel's view of this machine's clock discipline (NTP/PTP via `adjtimex`): how far
+    /// its wall clock may be from true time, which bounds how well machines start together.
+    #[serde(default)]
+    pub clock: Option<ClockState>,
+    /// When the last request left, seconds after the run's zero.
+    #[serde(default)]
+    pub last_send_s: Option<f64>,
+    /// When a `loader stop` reached this run's control endpoint (`--control`), Unix seconds.
+    #[serde(default)]
+    pub stop_requested_unix_s: Option<f64>,
+}
+
+/// `--shard INDEX/COUNT` as the run used it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardInfo {
+    /// This machine's index, 0-based.
+    pub index: u64,
+    /// Machines in the run.
+    pub count: u64,
+}
+
+/// The clock's synchronisation as `adjtimex(2)` reports it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClockState {
+    /// The kernel considers the clock synchronised (`TIME_ERROR` not returned).
+    pub synchronized: bool,
+    /// Estimated error, µs (`esterror`).
+    pub estimated_error_us: f64,
+    /// Maximum error, µs (`maxerror`).
+    pub max_error_us: f64,
+}
+
+impl ClockState {
+    /// This machine's clock, now.
+    pub fn read() -> Option<ClockState> {
+        // SAFETY: `timex` is plain integers, for which all-zero is a valid value.
+        let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+        // SAFETY: with `modes` 0, adjtimex only reads the kernel's clock state into `tx`.
+        let state = unsafe { libc::adjtimex(&mut tx) };
+        (state >= 0).then_some(ClockState {
+            synchronized: state != libc::TIME_ERROR,
+            estimated_error_us: tx.esterror as f64,
+            max_error_us: tx.maxerror as f64,
+        })
+    }
 }
 
 /// The trust verdict.

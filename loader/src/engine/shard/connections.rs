@@ -48,7 +48,7 @@ impl Shard {
         }
         let start = self.clock.start();
         loop {
-            if self.stop.load(Ordering::Relaxed) {
+            if self.stopping() {
                 return Ok(true);
             }
             let now = Instant::now();

@@ -91,6 +91,7 @@ pub struct Shard {
     schedule: ShardSchedule,
     pub(super) clock: Clock,
     stop: Arc<AtomicBool>,
+    halt: Arc<AtomicBool>,
     live: Arc<Live>,
     /// Copies for the live metrics endpoint, and when the next one is due (ns since start).
     live_copies: Option<(Arc<crate::record::LiveCopies>, u64)>,
@@ -167,6 +168,7 @@ impl Shard {
             schedule: cfg.schedule,
             clock: cfg.clock,
             stop: cfg.stop,
+            halt: cfg.halt,
             live: cfg.live,
             live_copies: cfg.live_copies.map(|c| (c, 0)),
             in_flight: 0,
@@ -223,12 +225,18 @@ impl Shard {
         ShardResult { record, error, stopped_at_ns: stopped_at, last_send_ns }
     }
 
+    /// The run is to stop sending: an emergency stop, an interrupt or `loader stop`.
+    #[inline]
+    pub(super) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.halt.load(Ordering::Relaxed)
+    }
+
     /// The loop proper, until the schedule is done (and answered) or the run stops and its
     /// drain ends.
     fn turns(&mut self, stopped_at: &mut Option<u64>, drain_ns: u64) -> Result<(), EngineError> {
         loop {
             let now = self.clock.now_ns();
-            if stopped_at.is_none() && self.stop.load(Ordering::Relaxed) {
+            if stopped_at.is_none() && self.stopping() {
                 *stopped_at = Some(now);
             }
             match *stopped_at {
