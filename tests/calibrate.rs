@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{Target, loader_run_via, out_dir, root_or_skip, wait_bounded};
+use common::{Target, loader_bin, loader_run_via, out_dir, root_or_skip, wait_bounded};
 use serde_json::{Value, json};
 
 /// One calibration or run at a time: on a 2-core machine two side by side would make each
@@ -123,6 +123,41 @@ fn a_run_at_80_percent_of_the_ceiling_carries_cert_ceiling_and_40_percent_does_n
     let ratio = s["loader"]["certificate"]["ratio"].as_f64().unwrap();
     assert!((ratio - 0.4).abs() < 0.02, "ratio {ratio}: {}", show(&output));
     assert!(!codes(&s).contains(&"cert_ceiling".to_string()), "{:?}", codes(&s));
+}
+
+/// `loader plan --rate R`: machines like the certificate's at ≤ 70 % of its ceiling each.
+#[test]
+fn plan_counts_the_machines_a_rate_needs_from_the_certificate() {
+    let dir = out_dir("cert-plan");
+    let file = dir.join("cert.json");
+    write(&file, &certificate(40_000.0, "2026-01-01T00:00:00Z", foreign_fingerprint()));
+    let plan = |rate: &str, extra: &[&str]| {
+        Command::new(loader_bin())
+            .args(["plan", "--rate", rate, "--certificate", file.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .expect("loader plan")
+    };
+    // 100,000 req/s at 70 % of 40,000 (28,000 each): 4 machines, 25,000 each.
+    let out = plan("100000", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout.starts_with("100000 req/s: 4 machine(s) like this one") && stdout.contains("25000 req/s (62 %)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--shard i/4"), "{stdout}");
+    // 28,000 is still one machine; 50 % headroom makes 100,000 five.
+    assert!(String::from_utf8_lossy(&plan("28000", &[]).stdout).starts_with("28000 req/s: 1 machine(s)"));
+    assert!(
+        String::from_utf8_lossy(&plan("100000", &["--headroom-pct", "50"]).stdout)
+            .starts_with("100000 req/s: 5 machine(s)")
+    );
+    // Bad input is one line.
+    let bad = plan("0", &[]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!((bad.status.code(), stderr.lines().count()), (Some(1), 1), "{stderr}");
+    assert!(stderr.starts_with("loader: error: --rate:"), "{stderr}");
 }
 
 /// A certificate that holds only a lower bound (what a 2-core machine gets: the built-in

@@ -64,6 +64,13 @@ fn merge(dirs: &[PathBuf], out: &Path) -> (Output, Option<serde_json::Value>) {
     (output, summary)
 }
 
+/// A run or merge that went to its end: passed (0), untrusted (3) or gates failed (4). Which
+/// of them is not what these tests are about (a 2-core host running four loaders is rarely
+/// a clean one; the verdict may rightly say so).
+fn complete(output: &Output) -> bool {
+    matches!(output.status.code(), Some(0 | 3 | 4))
+}
+
 fn n(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
@@ -172,11 +179,11 @@ fn four_shards_send_the_one_machine_plan_and_merge_to_the_union() {
     ];
     let dirs = run_shards(&[&[], &[], &[], &[]], &plan, &dir);
     let (output, merged) = merge(&dirs, &dir.join("merged"));
-    assert!(matches!(output.status.code(), Some(0 | 2)), "{}", common::show(&output));
+    assert!(complete(&output), "{}", common::show(&output));
     let merged = merged.expect("merged summary.json");
     // The one-machine run of the same plan.
     let (output, single) = loader_run(&plan, &dir.join("single"), LIMIT);
-    assert!(matches!(output.status.code(), Some(0 | 2)), "{}", common::show(&output));
+    assert!(complete(&output), "{}", common::show(&output));
     let single = single.expect("summary.json");
 
     let mut union_p99 = Vec::new();
@@ -262,6 +269,7 @@ fn a_starved_shard_makes_the_merge_untrusted_and_is_named() {
 
 #[test]
 fn shard_input_errors_are_one_line() {
+    let _turn = turn();
     let dir = out_dir("distributed-errors");
     for (args, key) in [
         (["--shard", "4/4"], "--shard"),
@@ -303,7 +311,7 @@ fn shard_input_errors_are_one_line() {
     let target = Target::start(&[]);
     let url = target.url();
     let (output, _) = loader_run(&["--url", &url, "--rate", "50", "--duration", "1s", "--no-probes"], &lone, LIMIT);
-    assert!(matches!(output.status.code(), Some(0 | 2)), "{}", common::show(&output));
+    assert!(complete(&output), "{}", common::show(&output));
     let (output, merged) = merge(std::slice::from_ref(&lone), &dir.join("m"));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");

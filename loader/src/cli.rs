@@ -65,6 +65,9 @@ pub enum Command {
     /// Measure this machine's own ceiling against the built-in target and write its
     /// certificate (see docs/calibration.md).
     Calibrate(CalibrateArgs),
+    /// How many machines like this one (its certificate) a target rate needs, each at most
+    /// 70 % of its certified ceiling.
+    Plan(PlanArgs),
     /// Stop running loaders at once: POST /stop to each one's --control address, with the
     /// token in LOADER_CONTROL_TOKEN.
     Stop(StopArgs),
@@ -73,10 +76,24 @@ pub enum Command {
     Merge(MergeArgs),
 }
 
+/// Flags of `loader plan`.
+#[derive(Debug, Args, Clone)]
+pub struct PlanArgs {
+    /// The rate the target must be offered, req/s.
+    #[arg(long)]
+    pub rate: f64,
+    /// The certificate to plan with (default: the newest one of this machine).
+    #[arg(long)]
+    pub certificate: Option<PathBuf>,
+    /// Most of each machine's certified figure to use, percent.
+    #[arg(long, default_value_t = 70.0)]
+    pub headroom_pct: f64,
+}
+
 /// Flags of `loader stop`.
 #[derive(Debug, Args, Clone)]
 pub struct StopArgs {
-    /// The loaders' --control addresses (IP:PORT).
+    /// The loaders' --control addresses (IP:PORT, or HOST:PORT such as a pod's name).
     #[arg(required = true)]
     pub addrs: Vec<String>,
     /// How long to wait for each to acknowledge.

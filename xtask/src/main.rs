@@ -4,6 +4,7 @@
 //! - `demo [ARGS…]`     setup, build the release loader, run its built-in demo into out/demo.
 //! - `test [ARGS…]`     setup, then the whole test suite (privileged tests too when root).
 //! - `ci`               what CI runs: the same as `test`.
+//! - `dist-demo [N]`   N shard processes the Indexed Job's way, then `loader merge`.
 //! - `bench [ARGS…]`    setup --bench, build the release loader, run bench/run.sh.
 //! - `fuzz [TARGET] [--seconds N]`  build the fuzz targets (stable), run each on its corpus
 //!   for N seconds (see [`fuzz`]); `test` does this too, after the cargo test suite.
@@ -12,6 +13,7 @@
 //! makes sure the pieces that build needs (rust-src, bpf-linker) are installed.
 
 mod cmd;
+mod dist;
 mod fuzz;
 mod setup;
 
@@ -35,6 +37,10 @@ commands:
   test [ARGS...]    setup, then `cargo test --workspace --release ARGS` (LOADER_EBPF=require
                     when root), then every fuzz target: its corpus once, then 60 s of fuzzing
   ci                the same as `test`
+  dist-demo [N] [ARGS...]
+                    a sharded run on this host, the Kubernetes Indexed Job's way: N (default
+                    4) `loader run` processes with JOB_COMPLETION_INDEX/JOB_COMPLETIONS, one
+                    --start-at, then `loader merge` into out/dist-demo/merged
   bench [ARGS...]   setup --bench, build the release loader, run `bench/run.sh ARGS`
   fuzz [TARGET] [--seconds N]
                     build the fuzz targets (fuzz/, stable toolchain), run TARGET (default:
@@ -59,6 +65,7 @@ fn main() -> ExitCode {
         Some("demo") => demo(&rest),
         Some("test" | "ci") => test(&rest),
         Some("bench") => bench(&rest),
+        Some("dist-demo") => dist_demo(&rest),
         Some("fuzz") => {
             fuzz::command(&rest, FUZZ_SECONDS).map(|passed| if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
@@ -95,6 +102,11 @@ fn setup_command(args: &[OsString]) -> Result<ExitCode> {
 fn build_release_loader() -> Result<PathBuf> {
     cmd::cargo().args(["build", "--release", "-p", "loader"]).current_dir(&cmd::workspace_root()).run()?;
     Ok(cmd::target_dir().join("release/loader"))
+}
+
+fn dist_demo(args: &[OsString]) -> Result<ExitCode> {
+    setup::run(Extras::None)?;
+    dist::run(&build_release_loader()?, args)
 }
 
 fn demo(args: &[OsString]) -> Result<ExitCode> {

@@ -51,12 +51,18 @@ pub fn run(extras: Extras) -> Result<()> {
         ("nft", "nftables"),
         ("strip", "binutils"),
         ("python3", "python3"),
+        // pip installs kubernetes-validate (PyPI) for tests/deploy.rs.
+        ("pip3", "python3-pip"),
         ("prometheus", "prometheus"),
         // The HTML report's end-to-end test opens it in headless Chromium.
         ("chromium", "chromium"),
         CXX,
     ];
     apt_packages(root, &packages)?;
+    // A warning only: the demo does not need it; tests/deploy.rs fails in CI without it.
+    if let Err(e) = kubernetes_validate() {
+        println!("warning: {KUBERNETES_VALIDATE} not installed ({e:#}); tests/deploy.rs will skip or fail");
+    }
     if extras == Extras::Bench {
         oha();
         fixed_rate_tools();
@@ -204,6 +210,23 @@ pub fn fuzz_tools(root: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// kubernetes-validate, pinned: checks deploy/'s manifests against the Kubernetes API
+/// schemas offline (tests/deploy.rs). Into `target/py-tools`, not the system's Python.
+const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
+
+fn kubernetes_validate() -> Result<()> {
+    let dir = cmd::workspace_root().join("target/py-tools");
+    if dir.join("kubernetes_validate").is_dir() {
+        println!("ok: {KUBERNETES_VALIDATE} ({})", dir.display());
+        return Ok(());
+    }
+    println!("installing: {KUBERNETES_VALIDATE} (pip, into {})", dir.display());
+    Cmd::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location"])
+        .args([std::ffi::OsStr::new("--target"), dir.as_os_str(), std::ffi::OsStr::new(KUBERNETES_VALIDATE)])
+        .run()
 }
 
 /// (d) Debian packages, as (binary that proves it, package that provides it).

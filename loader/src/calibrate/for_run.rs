@@ -76,3 +76,29 @@ pub fn for_run(explicit: Option<&Path>) -> anyhow::Result<ForRun> {
     }
     Ok(ForRun { certified, note })
 }
+/// Machines like a certificate's needed to offer `rate` req/s with each at most `pct` % of
+/// its certified figure (seed 000 §3: go distributed above ~70 % of one machine's ceiling):
+/// `ceil(rate / (ceiling × pct / 100))`, at least 1. `None` for a figure or rate that is not
+/// a positive number.
+pub fn machines_for(rate: f64, ceiling: f64, pct: f64) -> Option<u64> {
+    let usable = ceiling * pct / 100.0;
+    (rate.is_finite() && rate > 0.0 && usable.is_finite() && usable > 0.0)
+        .then(|| ((rate / usable).ceil() as u64).max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machines_keep_each_under_its_share_of_the_ceiling() {
+        // 100,000 req/s on machines certified at 40,000, used to 70 % (28,000 each): 4.
+        assert_eq!(machines_for(100_000.0, 40_000.0, 70.0), Some(4));
+        // Exactly at 70 % is still one machine; a hair above is two.
+        assert_eq!(machines_for(28_000.0, 40_000.0, 70.0), Some(1));
+        assert_eq!(machines_for(28_001.0, 40_000.0, 70.0), Some(2));
+        assert_eq!(machines_for(10.0, 40_000.0, 70.0), Some(1));
+        assert_eq!(machines_for(0.0, 40_000.0, 70.0), None);
+        assert_eq!(machines_for(1000.0, 0.0, 70.0), None);
+    }
+}

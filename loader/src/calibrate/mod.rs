@@ -37,7 +37,7 @@ use anyhow::Context as _;
 pub use certificate::{
     AtCeiling, Certificate, Certified, DIR_ENV, Fingerprint, Found, RequestShape, SCHEMA, SYSTEM_DIR, Setup,
 };
-pub use for_run::{ForRun, for_run};
+pub use for_run::{ForRun, for_run, machines_for};
 pub use judge::{LimitedBy, Side, StepCall, StepFigures};
 
 use crate::Outcome;

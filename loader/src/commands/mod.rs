@@ -38,7 +38,47 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Calibrate(args) => crate::calibrate::calibrate(&args),
         Command::Merge(args) => merge::merge(&args),
         Command::Stop(args) => stop(&args),
+        Command::Plan(args) => plan(&args),
     }
+}
+
+/// `loader plan --rate R`: machines of this machine's certificate for `R`.
+fn plan(args: &crate::cli::PlanArgs) -> anyhow::Result<Outcome> {
+    use crate::error::InputError;
+    if !(args.rate.is_finite() && args.rate > 0.0) {
+        return Err(InputError::new("--rate", "must be a positive number of requests per second").into());
+    }
+    if !(args.headroom_pct > 0.0 && args.headroom_pct <= 100.0) {
+        return Err(InputError::new("--headroom-pct", "must be in (0, 100]").into());
+    }
+    let found = crate::calibrate::for_run(args.certificate.as_deref())?;
+    let Some(c) = found.certified else {
+        anyhow::bail!(
+            "no certificate to plan with: run `loader calibrate` on a load machine first (docs/calibration.md)"
+        );
+    };
+    let n = crate::calibrate::machines_for(args.rate, c.ceiling_rps, args.headroom_pct)
+        .ok_or_else(|| anyhow::anyhow!("the certificate holds no usable figure"))?;
+    let each = args.rate / n as f64;
+    println!(
+        "{:.0} req/s: {n} machine(s) like this one — its certificate's {} {:.0} req/s, used to at most {:.0} % ({:.0} req/s each); each would offer {each:.0} req/s ({:.0} %)",
+        args.rate,
+        if c.lower_bound { "lower bound" } else { "ceiling" },
+        c.ceiling_rps,
+        args.headroom_pct,
+        c.ceiling_rps * args.headroom_pct / 100.0,
+        each / c.ceiling_rps * 100.0
+    );
+    if c.lower_bound {
+        println!("the figure is a lower bound of this machine's ceiling: {n} is an upper bound of the machines needed");
+    }
+    if n > 1 {
+        println!("run: loader run … --shard i/{n} --start-at TIME on each (docs/distributed.md), then loader merge");
+    }
+    if let Some(note) = found.note {
+        eprintln!("{note}");
+    }
+    Ok(Outcome::Passed)
 }
 
 /// `loader stop ADDR…`: every loader told at once; one line per address.

@@ -182,7 +182,11 @@ pub fn stop_all(addrs: &[String], token: &str, timeout: Duration) -> Vec<(String
 
 fn stop_one(addr: &str, token: &str, timeout: Duration) -> Result<Duration, String> {
     let started = Instant::now();
-    let parsed: SocketAddr = addr.parse().map_err(|_| format!("not an address (expected IP:PORT): {addr:?}"))?;
+    // A name too (a Kubernetes pod's `loader-run-0.loader:9470`).
+    let parsed = std::net::ToSocketAddrs::to_socket_addrs(addr)
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("not an address (expected HOST:PORT): {addr:?}"))?;
     let mut s = TcpStream::connect_timeout(&parsed, timeout).map_err(|e| format!("cannot connect: {e}"))?;
     s.set_read_timeout(Some(timeout)).and_then(|()| s.set_write_timeout(Some(timeout))).map_err(|e| e.to_string())?;
     write!(s, "POST /stop HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
