@@ -38,6 +38,9 @@ pub const SKEW_MIN_MS: f64 = 1.0;
 /// Machines whose zero instants differ by more than this, ms, did not start together.
 pub const START_SPREAD_NOTE_MS: f64 = 50.0;
 
+/// Machines whose zeros are further apart than this, seconds, did not run one run.
+pub const MAX_START_SPREAD_S: f64 = 3600.0;
+
 /// Read `dir`'s summary.json and latency.hlog.
 pub fn read(dir: &Path, summary: Summary) -> anyhow::Result<Part> {
     let hlog = dir.join("latency.hlog");
@@ -67,9 +70,15 @@ fn check(parts: &[Part]) -> anyhow::Result<u64> {
         })
     };
     let count = shard(first)?.count;
+    if count == 0 || count > crate::schedule::MAX_MACHINES {
+        anyhow::bail!("{}: shard count {count} is not one loader writes", first.dir.display());
+    }
     let mut seen = vec![None::<&Path>; count as usize];
     for p in parts {
         let s = shard(p)?;
+        if s.index >= s.count {
+            anyhow::bail!("{}: shard {}/{} is not one loader writes", p.dir.display(), s.index, s.count);
+        }
         if s.count != count {
             anyhow::bail!(
                 "{}: shard {}/{}, but {} is shard of {count}",
@@ -144,6 +153,12 @@ pub fn merge(parts: &[Part]) -> anyhow::Result<(Summary, Vec<[Histogram<u64>; 3]
     let zeros: Vec<f64> = parts.iter().filter_map(|p| p.summary.run.zero_unix_s).collect();
     let zero = zeros.iter().copied().fold(f64::INFINITY, f64::min);
     let spread_ms = zeros.iter().map(|z| (z - zero) * 1000.0).fold(0.0, f64::max);
+    if !(spread_ms.is_finite() && spread_ms <= MAX_START_SPREAD_S * 1000.0) {
+        anyhow::bail!(
+            "the machines' run zeros (run.zero_unix_s) are {:.0} s apart: not one run (started with one --start-at)",
+            spread_ms / 1000.0
+        );
+    }
     out.series = merge_series(&parts, zero);
     let r = &mut out.run;
     r.connections = parts.iter().map(|p| p.summary.run.connections).sum();

@@ -29,6 +29,9 @@ pub struct Share {
     pub count: u64,
 }
 
+/// Most machines one run may be spread over.
+pub const MAX_MACHINES: u64 = 10_000;
+
 impl Default for Share {
     fn default() -> Self {
         Share { index: 0, count: 1 }

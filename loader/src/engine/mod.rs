@@ -167,7 +167,8 @@ pub struct RequestTable {
     /// Whether each entry's method is idempotent (RFC 9110 §9.2.2: GET, HEAD, PUT,
     /// DELETE, OPTIONS, TRACE), so it may be sent again after a stale connection.
     pub idempotent: Vec<bool>,
-    /// Request `i` of a phase is `mix[i % mix.len()]` (an index into `first`).
+    /// Request `n` of a phase (numbered over all machines) is `mix[n % mix.len()]` (an index
+    /// into `first`).
     pub mix: Vec<u16>,
     /// Each request's first entry.
     pub first: Vec<u32>,
@@ -203,11 +204,14 @@ impl RequestTable {
     /// The entry to send as index `i` of phase `phase`.
     #[inline]
     pub fn pick(&self, phase: usize, i: u64) -> u32 {
-        let request = self.mix[(i % self.mix.len() as u64) as usize] as usize;
+        // The run's numbering, all machines included: the machines together send the mix
+        // (and the rows) one machine would, as the shard threads of one machine do.
+        let n = self.share.global(i);
+        let request = self.mix[(n % self.mix.len() as u64) as usize] as usize;
         let first = self.first[request];
         match &self.keys {
             Some(keys) if self.keyed[request] => {
-                first + keys.pick(self.phase_offsets.get(phase).copied().unwrap_or(0) + self.share.global(i))
+                first + keys.pick(self.phase_offsets.get(phase).copied().unwrap_or(0) + n)
             }
             _ => first,
         }
@@ -262,4 +266,55 @@ pub fn run_shard(cfg: ShardConfig) -> Result<ShardResult, EngineError> {
 /// Whether `method` is idempotent (RFC 9110 §9.2.2).
 pub fn is_idempotent(method: &str) -> bool {
     matches!(method.to_ascii_uppercase().as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::Share;
+
+    fn table(mix: Vec<u16>, share: Share) -> RequestTable {
+        let bytes: Vec<Arc<[u8]>> = vec![Arc::from(&b"A"[..]), Arc::from(&b"B"[..])];
+        let mut t = RequestTable::plain(bytes, vec![false; 2], vec![true; 2], mix);
+        t.share = share;
+        t
+    }
+
+    #[test]
+    fn machines_pick_what_the_one_machine_run_picks_for_the_same_request() {
+        let whole = table(vec![0, 1, 1], Share::default());
+        let picks: Vec<u32> = (0..12).map(|i| whole.pick(0, i)).collect();
+        // Machine k of 2 sends the run's requests k, k + 2, …: the same entries, interleaved.
+        for k in 0..2u64 {
+            let part = table(vec![0, 1, 1], Share { index: k, count: 2 });
+            let mine: Vec<u32> = (0..6).map(|j| part.pick(0, j)).collect();
+            let want: Vec<u32> = (0..6).map(|j| picks[(k + 2 * j) as usize]).collect();
+            assert_eq!(mine, want, "machine {k}");
+        }
+        assert_eq!(whole.row_of(1), None, "no data file, no rows");
+    }
+
+    #[test]
+    fn machines_draw_the_rows_the_one_machine_run_draws() {
+        // One request filled from 50 rows, drawn uniformly from seed 9, after a first phase
+        // of 7 requests.
+        let keyed = |share: Share| {
+            let bytes: Vec<Arc<[u8]>> = (0..50u8).map(|r| Arc::from(&[r][..])).collect();
+            let mut t = RequestTable::plain(bytes, vec![false; 50], vec![true; 50], vec![0]);
+            (t.first, t.keyed) = (vec![0], vec![true]);
+            t.keys = Some(keys::Keys::new(50, keys::KeyDist::Uniform, 9));
+            (t.phase_offsets, t.share) = (vec![0, 7], share);
+            t
+        };
+        let whole = keyed(Share::default());
+        let rows: Vec<u32> = (0..30).map(|i| whole.pick(1, i)).collect();
+        assert!(rows.iter().any(|&r| r != rows[0]), "drawn, not fixed: {rows:?}");
+        for k in 0..3u64 {
+            let part = keyed(Share { index: k, count: 3 });
+            let mine: Vec<u32> = (0..10).map(|j| part.pick(1, j)).collect();
+            let want: Vec<u32> = (0..10).map(|j| rows[(k + 3 * j) as usize]).collect();
+            assert_eq!(mine, want, "machine {k}");
+            assert_eq!(part.row_of(mine[0]), Some(mine[0]));
+        }
+    }
 }

@@ -279,7 +279,7 @@ fn request_table(plan: &Plan, windows: &[crate::schedule::Window]) -> engine::Re
                 Some(at)
             })
             .collect();
-        t.share = windows.first().map(|w| w.share).unwrap_or_default();
     }
+    t.share = windows.first().map(|w| w.share).unwrap_or_default();
     t
 }

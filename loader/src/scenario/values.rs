@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::input::{FractionText, Given};
 use crate::error::InputError;
+use crate::schedule::MAX_MACHINES;
 
 /// Highest rate accepted, a guard against typos (10 M req/s is beyond any single host).
 pub(crate) const MAX_RATE: f64 = 10_000_000.0;
@@ -131,9 +132,6 @@ pub(crate) fn fraction(g: &Given<FractionText>, low: f64, high: f64, high_ok: bo
     }
     Ok(v)
 }
-
-/// Most machines one run may be spread over.
-pub(crate) const MAX_MACHINES: u64 = 10_000;
 
 /// `--shard INDEX/COUNT`: this machine's part of a run spread over `COUNT` machines.
 pub(crate) fn share(g: &Given<String>) -> Result<crate::schedule::Share, InputError> {
