@@ -205,6 +205,7 @@ fn bad_input_is_one_line_and_exit_1() {
 
 #[test]
 fn interrupt_writes_partial_results_and_exits_130() {
+    let _turn = common::one_run_at_a_time();
     let target = Target::start(&[]);
     let out = out_dir("interrupt");
     let child = std::process::Command::new(common::loader_bin())
@@ -249,6 +250,7 @@ fn assert_accounted(s: &serde_json::Value) {
 /// their latency at the moment the run gave up on them — a lower bound, in the tail.
 #[test]
 fn requests_in_flight_at_an_interrupt_are_aborted_and_recorded() {
+    let _turn = common::one_run_at_a_time();
     let target = Target::start(&["--delay", "5s"]);
     let out = out_dir("interrupt-in-flight");
     let child = std::process::Command::new(common::loader_bin())
@@ -417,6 +419,7 @@ fn emergency_stop_halts_a_collapsing_run() {
 /// offered 300/s) — and none of it when stdout is a pipe: plain lines, no escape codes.
 #[test]
 fn the_live_display_is_a_bar_on_a_terminal_and_plain_lines_in_a_pipe() {
+    let turn = common::one_run_at_a_time();
     let target = Target::start(&["--workers", "1", "--delay", "10ms"]);
     let out = out_dir("live-display-tty");
     let command = format!(
@@ -442,6 +445,7 @@ fn the_live_display_is_a_bar_on_a_terminal_and_plain_lines_in_a_pipe() {
     assert!(tty.contains("/2s"), "the position in the run is shown: {tty}");
     assert!(tty.contains("BEHIND: sent"), "a second that sent less than it offered is flagged: {tty}");
     assert!(!tty.contains("[   1s]"), "no plain lines on a terminal: {tty}");
+    drop(turn);
 
     // The same run into a pipe: one plain line a second, the signal at its end, no escapes.
     let (output, summary) = loader_run(

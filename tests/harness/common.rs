@@ -225,10 +225,7 @@ pub fn loader_run_via(
     if !prefix.is_empty() {
         command.args(&prefix[1..]).arg(loader_bin());
     }
-    // One load run at a time per test binary: on a 2-core machine two runs side by side
-    // would make each other late, and the verdict would rightly say so.
-    static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = one_run_at_a_time();
     // The pre-flight noise check (2 s by default) is skipped unless a test asks for it.
     let preflight: &[&str] = if args.contains(&"--preflight") { &[] } else { &["--preflight", "0s"] };
     let child = command
@@ -249,6 +246,15 @@ pub fn loader_run_via(
         .ok()
         .map(|t| serde_json::from_str(&t).expect("summary.json is JSON"));
     (output, summary)
+}
+
+/// One load run at a time per test binary: on a 2-core machine two runs side by side would
+/// make each other late, and the verdict would rightly say so. [`loader_run`] takes it; a
+/// test that starts `loader run` itself holds it for as long as that run lasts (never around
+/// a call to [`loader_run`]: the lock is not reentrant).
+pub fn one_run_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Root, or a skip (`None`, after saying why) — but never under CI (`CI=true` runs as root).
