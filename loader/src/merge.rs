@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use hdrhistogram::Histogram;
 
-use crate::summary::{LatencyMs, PhaseSummary, Reason, SecondLatencyMs, SecondSummary, SendLagMs, Summary};
+use crate::summary::{PhaseSummary, Reason, SecondLatencyMs, SecondSummary, Summary, latency, send_lag};
 
 /// One machine's output: its summary and its phases' histograms.
 pub struct Part {
@@ -108,29 +108,6 @@ fn check(parts: &[Part]) -> anyhow::Result<u64> {
 
 fn add(into: &mut Histogram<u64>, h: &Histogram<u64>) -> anyhow::Result<()> {
     into.add(h).map_err(|e| anyhow::anyhow!("cannot add histograms: {e:?}"))
-}
-
-fn ms(us: u64) -> f64 {
-    us as f64 / 1000.0
-}
-
-fn latency(h: &Histogram<u64>) -> LatencyMs {
-    let q = |q: f64| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(q)) };
-    LatencyMs {
-        p50: q(0.5),
-        p90: q(0.9),
-        p95: q(0.95),
-        p99: q(0.99),
-        p999: q(0.999),
-        max: if h.is_empty() { 0.0 } else { ms(h.max()) },
-        mean: (h.mean()).round() / 1000.0,
-        count: h.len(),
-    }
-}
-
-fn send_lag(h: &Histogram<u64>) -> SendLagMs {
-    let l = latency(h);
-    SendLagMs { p50: l.p50, p99: l.p99, p999: l.p999, max: l.max }
 }
 
 /// Merge the machines' parts of one run into its summary and its phases' histograms.

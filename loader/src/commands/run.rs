@@ -89,8 +89,12 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         if repeat > 1 {
             println!("\nloader: run {k} of {repeat}");
         }
-        let outputs =
-            Outputs { dir: &dir, json_lines: args.json_lines.as_deref().map(|p| (p, k)), metrics: endpoint.as_ref() };
+        let outputs = Outputs {
+            dir: &dir,
+            json_lines: args.json_lines.as_deref().map(|p| (p, k)),
+            metrics: endpoint.as_ref(),
+            control: control.as_ref(),
+        };
         let (summary, analysis) = run_once(
             &plan,
             outputs,
@@ -101,12 +105,6 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             certified.certified.as_ref(),
         )?;
         let stop = summary.interrupted;
-        let mut summary = summary;
-        if let Some(at) = control.as_ref().and_then(|c| c.requested_at()) {
-            summary.run.stop_requested_unix_s =
-                at.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_micros() as f64 / 1e6);
-            write_json(&dir.join("summary.json"), &summary)?;
-        }
         runs.push((dir, summary, analysis));
         if stop {
             break;
@@ -199,11 +197,12 @@ type ProbeState = Option<Result<Box<Probes>, String>>;
 
 /// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
 /// Where one run writes: its directory, with `--json-lines` the stream (file, run number),
-/// with `--metrics` the live endpoint.
+/// with `--metrics` the live endpoint, with `--control` the kill switch (when it was used).
 struct Outputs<'a> {
     dir: &'a Path,
     json_lines: Option<(&'a Path, usize)>,
     metrics: Option<&'a Endpoint>,
+    control: Option<&'a measure::control::Control>,
 }
 
 fn run_once(
@@ -215,7 +214,7 @@ fn run_once(
     probes: &mut ProbeState,
     certificate: Option<&crate::calibrate::Certified>,
 ) -> anyhow::Result<(Summary, analysis::Analysis)> {
-    let Outputs { dir, json_lines, metrics } = outputs;
+    let Outputs { dir, json_lines, metrics, control } = outputs;
     // Before the probes attach, so these sleeping threads are not counted as the run's.
     let noise = (!preflight.is_zero()).then(|| {
         let slo_ms =
@@ -275,6 +274,10 @@ fn run_once(
     let mut summary = measure::measure(plan, interrupted, attached, probe_reason, noise, streams)?;
     summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
     summary.run.command_line = std::env::args().collect();
+    summary.run.stop_requested_unix_s = control
+        .and_then(|c| c.requested_at())
+        .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_micros() as f64 / 1e6);
     summary.machine = Some(crate::health::machine::Fingerprint::of_this_machine());
     let analysis = measure::conclude(&mut summary, plan)?;
     print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));

@@ -258,8 +258,6 @@ fn zero(start_at: Option<SystemTime>) -> anyhow::Result<(Clock, SystemTime)> {
 /// a request filled from a data file.
 fn request_table(plan: &Plan, windows: &[crate::schedule::Window]) -> engine::RequestTable {
     let mut t = engine::RequestTable::plain(Vec::new(), Vec::new(), Vec::new(), plan.mix());
-    t.first.clear();
-    t.keyed.clear();
     for r in &plan.requests {
         t.first.push(t.bytes.len() as u32);
         t.keyed.push(!r.filled.is_empty());

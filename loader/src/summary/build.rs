@@ -15,7 +15,8 @@ fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
-fn latency(h: &Histogram<u64>) -> LatencyMs {
+/// A histogram of µs as the summary's latency percentiles (ms).
+pub fn latency(h: &Histogram<u64>) -> LatencyMs {
     let q = |q: f64| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(q)) };
     LatencyMs {
         p50: q(0.50),
@@ -29,7 +30,8 @@ fn latency(h: &Histogram<u64>) -> LatencyMs {
     }
 }
 
-fn send_lag(h: &Histogram<u64>) -> SendLagMs {
+/// A histogram of µs as the summary's send-lag percentiles (ms).
+pub fn send_lag(h: &Histogram<u64>) -> SendLagMs {
     let q = |q: f64| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(q)) };
     SendLagMs { p50: q(0.5), p99: q(0.99), p999: q(0.999), max: if h.is_empty() { 0.0 } else { ms(h.max()) } }
 }

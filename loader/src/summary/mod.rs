@@ -26,7 +26,7 @@ mod loader;
 mod phase;
 
 pub use analysis::{AnalysisSummary, CapacitySummary, EmergencyStop, LittleSummary, Point, SoakSummary, SpikeSummary};
-pub use build::{Inputs, build, offered_between};
+pub use build::{Inputs, build, latency, offered_between, send_lag};
 pub use criteria::Criteria;
 pub use data::DataSummary;
 pub use loader::{
