@@ -294,6 +294,17 @@ pub struct RunArgs {
     /// Close each connection after its response (from the loader's side) instead of reusing it.
     #[arg(long)]
     pub no_keepalive: bool,
+    /// Speak HTTP/2: prior knowledge (h2c) for http://, ALPN h2 for https://. Requests are
+    /// multiplexed as streams, at most --max-streams per connection.
+    #[arg(long, conflicts_with = "http1")]
+    pub http2: bool,
+    /// Speak HTTP/1.1 (the default; overrides `http2 = true` in a scenario file).
+    #[arg(long)]
+    pub http1: bool,
+    /// HTTP/2: requests in flight per connection at most (default 100), never above the
+    /// server's SETTINGS_MAX_CONCURRENT_STREAMS.
+    #[arg(long)]
+    pub max_streams: Option<u32>,
     /// https: do not verify the server's certificate (for self-signed test targets only).
     #[arg(long)]
     pub insecure: bool,
@@ -389,6 +400,10 @@ pub struct TargetArgs {
     /// for localhost, 127.0.0.1 and ::1.
     #[arg(long)]
     pub tls: bool,
+    /// Serve HTTP/2 too: prior knowledge (h2c) on plain connections, ALPN h2 with --tls;
+    /// HTTP/1.1 clients are still served.
+    #[arg(long)]
+    pub http2: bool,
     /// With --tls: the certificate chain to serve (PEM) instead of a self-signed one.
     #[arg(long, requires = "key")]
     pub cert: Option<PathBuf>,

@@ -40,6 +40,17 @@ pub fn binary() -> Option<&'static str> {
 /// and `http` (directives for its `http` block: an access log, locations of a `server`
 /// added through `server_extra`). Connections end after `keepalive_requests` requests.
 pub fn start(dir: &Path, keepalive_requests: u32, http: &str, server_extra: &str) -> Nginx {
+    start_listening(dir, keepalive_requests, http, server_extra, "")
+}
+
+/// [`start`] speaking HTTP/2 with prior knowledge (h2c) on its plain port — nginx's
+/// `listen … http2` — and HTTP/1.1 to no one. `keepalive_requests` also ends HTTP/2
+/// connections: after that many streams nginx sends GOAWAY (nginx ≥ 1.19.7).
+pub fn start_h2(dir: &Path, keepalive_requests: u32, http: &str, server_extra: &str) -> Nginx {
+    start_listening(dir, keepalive_requests, http, server_extra, " http2")
+}
+
+fn start_listening(dir: &Path, keepalive_requests: u32, http: &str, server_extra: &str, listen: &str) -> Nginx {
     let bin = binary().expect("checked by the caller");
     std::fs::create_dir_all(dir.join("html")).unwrap();
     // A body large enough for gzip to stream it in several chunks.
@@ -53,7 +64,7 @@ pub fn start(dir: &Path, keepalive_requests: u32, http: &str, server_extra: &str
            client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;\n\
            uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;\n\
            gzip on; gzip_min_length 0; gzip_types text/plain;\n\
-           server {{\n    listen 127.0.0.1:{port};\n    root {d}/html;\n\
+           server {{\n    listen 127.0.0.1:{port}{listen};\n    root {d}/html;\n\
              location = /fixed {{ default_type application/json; return 200 '{{\"ok\":true}}'; }}\n\
              location = /missing {{ return 404; }}\n    {server_extra}\n  }}\n}}\n",
         d = dir.display()

@@ -19,6 +19,7 @@
 mod bufring;
 mod conn;
 pub mod http1;
+pub mod http2;
 pub mod keys;
 pub mod pace;
 mod pool;
@@ -33,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use crate::record::ShardRecord;
 use crate::schedule::{ShardSchedule, Window};
+use shard::own_lag;
 
 /// The run's time base: nanoseconds since the run's start instant, on `CLOCK_MONOTONIC`
 /// (the clock of `Instant`, of io_uring's absolute timeouts and of the probes).
@@ -152,6 +154,8 @@ pub struct ShardConfig {
     /// Send a non-idempotent request (POST, PATCH…) again after a stale keep-alive
     /// connection closed under it (`--retry-non-idempotent`); idempotent ones always are.
     pub retry_non_idempotent: bool,
+    /// Speak HTTP/2 (`--http2`): the shard runs [`http2`] instead of the HTTP/1.1 ring.
+    pub http2: Option<Arc<http2::Http2>>,
 }
 
 /// The run's requests, encoded once, shared read-only by every shard.
@@ -251,6 +255,9 @@ pub enum EngineError {
     /// `io_uring_enter` failed.
     #[error("io_uring_enter failed: {0}")]
     Enter(std::io::Error),
+    /// The HTTP/2 shard's runtime (or its timer) could not be set up.
+    #[error("cannot set up the HTTP/2 shard's runtime: {0}")]
+    Runtime(std::io::Error),
     /// The shard thread could not start or panicked.
     #[error("shard {0} thread failed")]
     Thread(usize),
@@ -260,6 +267,9 @@ pub enum EngineError {
 /// Fails only when the shard cannot start (no io_uring); once running, a failure ends it
 /// with what it measured in the result.
 pub fn run_shard(cfg: ShardConfig) -> Result<ShardResult, EngineError> {
+    if let Some(h2) = cfg.http2.clone() {
+        return http2::run_shard(cfg, h2);
+    }
     Ok(shard::Shard::new(cfg)?.run())
 }
 

@@ -49,6 +49,10 @@ pub(super) fn execute<'m>(
         }
         None => None,
     };
+    let http2 = match plan.http2 {
+        Some(max_streams) => Some(Arc::new(http2_setup(&requests, max_streams, tls.as_ref())?)),
+        None => None,
+    };
     let pace = plan.pace();
     let mut feed = metrics.map(|endpoint| MetricsFeed::new(endpoint, plan, probes.is_some()));
     let mut lives = Vec::new();
@@ -77,6 +81,7 @@ pub(super) fn execute<'m>(
             tls: tls.clone(),
             limits: plan.limits,
             retry_non_idempotent: plan.retry_non_idempotent,
+            http2: http2.clone(),
         };
         let ended_tx = ended_tx.clone();
         let handle = thread::Builder::new()
@@ -280,4 +285,21 @@ fn request_table(plan: &Plan, windows: &[crate::schedule::Window]) -> engine::Re
     }
     t.share = windows.first().map(|w| w.share).unwrap_or_default();
     t
+}
+
+/// What the HTTP/2 shards share: the request table in HTTP/2 form and, on https, a TLS
+/// configuration that offers ALPN `h2` only (its session cache the run's).
+fn http2_setup(
+    requests: &engine::RequestTable,
+    max_streams: u32,
+    tls: Option<&engine::tls::TlsClient>,
+) -> anyhow::Result<engine::http2::Http2> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let requests = engine::http2::Http2Requests::from_table(requests, scheme).map_err(|e| anyhow::anyhow!(e))?;
+    let tls = tls.map(|t| {
+        let mut config = (*t.config).clone();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        (Arc::new(config), t.server_name.clone())
+    });
+    Ok(engine::http2::Http2 { requests, max_streams, tls })
 }

@@ -28,6 +28,12 @@ pub enum ErrorClass {
     Protocol,
     /// Any other socket error, named in the error detail (its errno).
     IoError,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM, its error code in the
+    /// detail) — other than REFUSED_STREAM, which means "not processed" and is sent again.
+    StreamReset,
+    /// HTTP/2: the connection ended in a connection error under the request (a GOAWAY with an
+    /// error code, or a protocol error), its error code in the detail.
+    ConnectionError,
     /// Never sent: no connection became free before the request's deadline.
     Dropped,
     /// In flight, or due and waiting for a connection, when the run stopped (interrupt,
@@ -40,7 +46,7 @@ pub enum ErrorClass {
 
 impl ErrorClass {
     /// Number of classes.
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 14;
 
     /// Every class, in report order.
     pub const ALL: [ErrorClass; ErrorClass::COUNT] = [
@@ -53,6 +59,8 @@ impl ErrorClass {
         ErrorClass::Reset,
         ErrorClass::Protocol,
         ErrorClass::IoError,
+        ErrorClass::StreamReset,
+        ErrorClass::ConnectionError,
         ErrorClass::Dropped,
         ErrorClass::Aborted,
         ErrorClass::Unsent,
@@ -70,6 +78,8 @@ impl ErrorClass {
             ErrorClass::Reset => "reset",
             ErrorClass::Protocol => "protocol",
             ErrorClass::IoError => "io_error",
+            ErrorClass::StreamReset => "stream_reset",
+            ErrorClass::ConnectionError => "connection_error",
             ErrorClass::Dropped => "dropped",
             ErrorClass::Aborted => "aborted",
             ErrorClass::Unsent => "unsent",

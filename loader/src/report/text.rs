@@ -67,7 +67,12 @@ pub fn render(s: &Summary) -> String {
     let r = &s.run;
     let _ = writeln!(
         out,
-        "connections {} (opened {}, failed {}), threads {}, timeout {}s, elapsed {:.1}s{}",
+        "{}connections {} (opened {}, failed {}), threads {}, timeout {}s, elapsed {:.1}s{}",
+        if r.protocol == "h2" {
+            format!("HTTP/2, {} streams per connection at most, ", r.max_streams)
+        } else {
+            String::new()
+        },
         r.connections,
         r.connections_opened,
         r.connect_failures,

@@ -58,6 +58,8 @@ struct TargetTable {
     max_header: S<SizeText>,
     max_body: S<SizeText>,
     retry_non_idempotent: S<bool>,
+    http2: S<bool>,
+    max_streams: S<i64>,
 }
 
 #[derive(Deserialize)]
@@ -391,7 +393,7 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
     });
 
     if let Some(t) = target {
-        take!(raw, t, "target", url, connections, threads, keepalive, retry_non_idempotent);
+        take!(raw, t, "target", url, connections, threads, keepalive, retry_non_idempotent, http2, max_streams);
         take_text!(raw, t, "target", timeout, wake_window, max_header, max_body);
     }
     for (i, entry) in doc.request.into_iter().enumerate() {

@@ -172,6 +172,9 @@ pub(crate) struct Raw {
     pub max_header: Opt<String>,
     pub max_body: Opt<String>,
     pub retry_non_idempotent: Opt<bool>,
+    /// `--http2` / `--http1`, `target.http2`; `--max-streams`, `target.max_streams`.
+    pub http2: Opt<bool>,
+    pub max_streams: Opt<i64>,
     pub requests: Vec<RawRequest>,
     /// `--method`, `--header`, `--body`: applied to every request.
     pub method: Opt<String>,
@@ -237,6 +240,12 @@ impl Raw {
         if a.retry_non_idempotent {
             self.retry_non_idempotent = Some(Given::flag("--retry-non-idempotent", true));
         }
+        if a.http2 {
+            self.http2 = Some(Given::flag("--http2", true));
+        } else if a.http1 {
+            self.http2 = Some(Given::flag("--http1", false));
+        }
+        put(&mut self.max_streams, "--max-streams", a.max_streams.map(i64::from));
         put(&mut self.method, "--method", a.method.clone());
         self.headers = a.headers.iter().map(|h| Given::flag("--header", h.clone())).collect();
         put(&mut self.body, "--body", a.body.clone());

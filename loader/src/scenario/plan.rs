@@ -182,6 +182,8 @@ pub struct Plan {
     pub limits: crate::engine::http1::Limits,
     /// Send non-idempotent requests again after a stale keep-alive connection.
     pub retry_non_idempotent: bool,
+    /// HTTP/2 with at most this many streams per connection; `None`: HTTP/1.1.
+    pub http2: Option<u32>,
     /// Load the eBPF probes.
     pub probes: bool,
     /// Output directory.
@@ -261,6 +263,7 @@ impl Plan {
             wake_window: spec.wake_window,
             limits: spec.limits,
             retry_non_idempotent: spec.retry_non_idempotent,
+            http2: spec.http2,
             probes: spec.probes,
             out: spec.out.clone(),
             plain: spec.plain,

@@ -77,6 +77,9 @@ pub struct Spec {
     pub limits: crate::engine::http1::Limits,
     /// Send non-idempotent requests again after a stale keep-alive connection.
     pub retry_non_idempotent: bool,
+    /// HTTP/2 with at most this many streams per connection (`--http2`, `--max-streams`);
+    /// `None`: HTTP/1.1.
+    pub http2: Option<u32>,
     /// Break criteria (`[slo]`).
     pub slo: SloSpec,
     /// Verdict limits (`[verdict]`).
@@ -238,6 +241,7 @@ impl Spec {
             wake_window,
             limits,
             retry_non_idempotent: raw.retry_non_idempotent.as_ref().is_some_and(|g| g.value),
+            http2: http2(raw)?,
             slo: SloSpec::from_raw(&raw.slo)?,
             verdict: VerdictLimits::from_raw(&raw.verdict)?,
             capacity: CapacitySpec::from_raw(raw)?,
@@ -309,6 +313,31 @@ fn requests(raw: &Raw) -> Result<Vec<RequestSpec>, InputError> {
         out.push(RequestSpec { name, path, weight, method, headers, body });
     }
     Ok(out)
+}
+
+/// `--http2` / `target.http2` with `--max-streams`: the streams per connection, or `None`
+/// for HTTP/1.1. Streams without HTTP/2, or HTTP/2 without keep-alive, are one-line errors.
+fn http2(raw: &Raw) -> Result<Option<u32>, InputError> {
+    let on = raw.http2.as_ref().is_some_and(|g| g.value);
+    let streams = raw.max_streams.as_ref();
+    if !on {
+        if let Some(g) = streams {
+            return Err(InputError::new(
+                g.origin.label(),
+                "only with HTTP/2 (--http2): HTTP/1.1 sends one request per connection at a time",
+            ));
+        }
+        return Ok(None);
+    }
+    if let Some(g) = raw.keepalive.as_ref().filter(|g| !g.value) {
+        return Err(InputError::new(
+            g.origin.label(),
+            "not with HTTP/2, which multiplexes requests on kept connections",
+        ));
+    }
+    let max = crate::engine::http2::MAX_MAX_STREAMS;
+    let n = streams.map_or(Ok(u64::from(crate::engine::http2::DEFAULT_MAX_STREAMS)), |g| count(g, 1, max as i64))?;
+    Ok(Some(n as u32))
 }
 
 #[cfg(test)]

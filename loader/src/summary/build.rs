@@ -157,6 +157,8 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             threads: plan.threads,
             timeout_s: plan.timeout.as_secs_f64(),
             keepalive: plan.keepalive,
+            protocol: if plan.http2.is_some() { "h2" } else { "http/1.1" }.to_string(),
+            max_streams: plan.http2.unwrap_or(0),
             profile: plan.profile_kind().as_str().to_string(),
             connections_opened: rec.connections_opened,
             connect_failures: rec.connect_failures,

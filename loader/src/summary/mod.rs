@@ -149,6 +149,12 @@ pub struct RunInfo {
     /// Connections were reused (keep-alive).
     #[serde(default = "yes")]
     pub keepalive: bool,
+    /// The protocol spoken: `http/1.1` or `h2` (`--http2`).
+    #[serde(default = "http1")]
+    pub protocol: String,
+    /// HTTP/2: streams in flight per connection at most (`--max-streams`); 0 on HTTP/1.1.
+    #[serde(default)]
+    pub max_streams: u32,
     /// Connections opened during the run (pool and reconnects).
     pub connections_opened: u64,
     /// Connection attempts that failed.
@@ -258,4 +264,8 @@ pub struct Reason {
 
 fn yes() -> bool {
     true
+}
+
+fn http1() -> String {
+    "http/1.1".to_string()
 }

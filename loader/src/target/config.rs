@@ -37,6 +37,8 @@ pub struct TargetConfig {
     pub threads: usize,
     /// Serve HTTPS with this (`--tls`); `None`: plain HTTP.
     pub tls: Option<TargetTls>,
+    /// Serve HTTP/2 as well as HTTP/1.1 (`--http2`).
+    pub http2: bool,
 }
 
 impl TargetConfig {
@@ -56,7 +58,13 @@ impl TargetConfig {
             return Err(InputError::new("--threads", "must be at least 1, got 0"));
         }
         let tls = if args.tls {
-            Some(TargetTls::from_flags(args.cert.as_deref(), args.key.as_deref(), args.write_cert.as_deref())?)
+            let mut tls = TargetTls::from_flags(args.cert.as_deref(), args.key.as_deref(), args.write_cert.as_deref())?;
+            if args.http2 {
+                let mut config = (*tls.config).clone();
+                config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                tls.config = std::sync::Arc::new(config);
+            }
+            Some(tls)
         } else {
             let given = [
                 ("--cert", args.cert.is_some()),
@@ -78,6 +86,7 @@ impl TargetConfig {
             stall: args.stall.as_deref().map(parse_stall).transpose()?,
             threads: args.threads,
             tls,
+            http2: args.http2,
         })
     }
 }
@@ -138,6 +147,7 @@ mod tests {
             cert: None,
             key: None,
             write_cert: None,
+            http2: false,
         }
     }
 

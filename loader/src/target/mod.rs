@@ -91,12 +91,13 @@ pub fn spawn(cfg: TargetConfig) -> anyhow::Result<TargetHandle> {
     let addr = listener.local_addr().context("reading the target's bound address")?;
     let shaping = server::Shaping::new(&cfg, Instant::now());
     let tls = cfg.tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config));
+    let http2 = cfg.http2;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("loader-target".into())
         .spawn(move || {
             // A dropped handle also closes the channel: either way, stop.
-            rt.block_on(server::serve_spawned(listener, shaping, tls, async move {
+            rt.block_on(server::serve_spawned(listener, shaping, tls, http2, async move {
                 let _ = stop_rx.await;
             }));
             rt.shutdown_timeout(RUNTIME_SHUTDOWN);
@@ -130,7 +131,7 @@ pub fn serve(cfg: TargetConfig) -> anyhow::Result<()> {
             .and_then(|()| out.flush())
             .context("printing the listening line")?;
         drop(out);
-        server::serve_spawned(listener, shaping, tls, async move {
+        server::serve_spawned(listener, shaping, tls, cfg.http2, async move {
             tokio::select! {
                 _ = terminate.recv() => {}
                 _ = interrupt.recv() => {}
@@ -158,6 +159,7 @@ mod tests {
             stall: None,
             threads: 1,
             tls: None,
+            http2: false,
         }
     }
 

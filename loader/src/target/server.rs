@@ -113,10 +113,11 @@ pub(super) async fn serve_spawned(
     listener: TcpListener,
     shaping: Option<Arc<Shaping>>,
     tls: Option<TlsAcceptor>,
+    http2: bool,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     // A panic in the accept loop was already printed; there is nothing left to serve.
-    let _ = tokio::spawn(serve(listener, shaping, tls, shutdown)).await;
+    let _ = tokio::spawn(serve(listener, shaping, tls, http2, shutdown)).await;
 }
 
 /// Accept and serve until `shutdown` resolves; then stop accepting, let connections finish
@@ -125,6 +126,7 @@ async fn serve(
     listener: TcpListener,
     shaping: Option<Arc<Shaping>>,
     tls: Option<TlsAcceptor>,
+    http2: bool,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut http = http1::Builder::new();
@@ -149,7 +151,8 @@ async fn serve(
                 }
             },
         };
-        tokio::spawn(connection(stream, tls.clone(), http.clone(), shaping.clone(), stop_rx.clone(), alive_tx.clone()));
+        let http = if http2 { Http::Both } else { Http::One(http.clone()) };
+        tokio::spawn(connection(stream, tls.clone(), http, shaping.clone(), stop_rx.clone(), alive_tx.clone()));
     }
     drop(listener);
     let _ = stop_tx.send(());
@@ -161,7 +164,7 @@ async fn serve(
 async fn connection(
     stream: TcpStream,
     tls: Option<TlsAcceptor>,
-    http: http1::Builder,
+    http: Http,
     shaping: Option<Arc<Shaping>>,
     stop: watch::Receiver<()>,
     alive: mpsc::Sender<()>,
@@ -179,8 +182,55 @@ async fn connection(
     }
 }
 
-/// HTTP/1 over `io` (a TCP stream, or a TLS stream over one).
+/// Which protocols a connection speaks.
+enum Http {
+    /// HTTP/1.1 only (the default: the cheapest path, what calibration measures).
+    One(http1::Builder),
+    /// HTTP/1.1 or HTTP/2, told apart by the client's first bytes (`--http2`).
+    Both,
+}
+
+/// HTTP over `io` (a TCP stream, or a TLS stream over one).
 async fn serve_http<I>(
+    io: TokioIo<I>,
+    http: Http,
+    shaping: Option<Arc<Shaping>>,
+    stop: watch::Receiver<()>,
+    alive: mpsc::Sender<()>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    match http {
+        Http::One(http) => serve_http1(io, http, shaping, stop, alive).await,
+        Http::Both => serve_auto(io, shaping, stop, alive).await,
+    }
+}
+
+/// HTTP/1.1 or HTTP/2 (hyper-util's automatic choice) until the client leaves or shutdown.
+async fn serve_auto<I>(
+    io: TokioIo<I>,
+    shaping: Option<Arc<Shaping>>,
+    mut stop: watch::Receiver<()>,
+    _alive: mpsc::Sender<()>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    // As many streams as a client may want: --workers, not the protocol, limits the target.
+    builder.http2().max_concurrent_streams(1024);
+    let service = service_fn(move |req| answer(req, shaping.clone()));
+    let mut conn = pin!(builder.serve_connection(io, service));
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = stop.changed() => {}
+    }
+    // HTTP/2: GOAWAY, then the streams in service finish; HTTP/1.1: close after the answer.
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// HTTP/1 over `io`.
+async fn serve_http1<I>(
     io: TokioIo<I>,
     http: http1::Builder,
     shaping: Option<Arc<Shaping>>,

@@ -31,6 +31,7 @@ mod requests;
 mod ring;
 mod tls;
 
+pub(super) use requests::own_lag;
 use requests::waited_for_connection;
 use ring::new_ring;
 

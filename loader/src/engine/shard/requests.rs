@@ -336,7 +336,7 @@ impl Shard {
 /// that woke at `woke` from a sleep planned to end at `target`. The host's part is how late the
 /// timer fired past the later of the target and the due time; the rest — waiting on purpose
 /// (a batching window), then the shard's work before the send — is the loader's.
-pub(super) fn own_lag(intended: u64, sent: u64, woke: u64, target: u64) -> u64 {
+pub(in crate::engine) fn own_lag(intended: u64, sent: u64, woke: u64, target: u64) -> u64 {
     let lag = sent.saturating_sub(intended);
     let host = woke.saturating_sub(target.max(intended));
     lag.saturating_sub(host)

@@ -1,0 +1,179 @@
+//! One request on one stream: send it, await the response head and body (returning flow
+//! control credit as the body arrives), and record how it ended.
+
+use std::borrow::Cow;
+use std::rc::Rc;
+use std::time::Duration;
+
+use h2::Reason;
+
+use super::{Ctx, Flight};
+use crate::engine::own_lag;
+use crate::record::ErrorClass;
+
+/// How a stream failed.
+enum Fail {
+    /// The server says it did not process the request: send it again elsewhere.
+    Unprocessed,
+    /// A failure of this class, with its detail.
+    Class(ErrorClass, Cow<'static, str>),
+}
+
+/// Send `f` on connection `c` (the loop picked it with a stream free). `woke` and `target`:
+/// when the loop woke and what for (the loader's own part of the send lag). `Err(f)`: the
+/// connection refused a new stream (it is going away); nothing was sent or counted.
+pub(super) fn send(ctx: &Rc<Ctx>, c: usize, mut f: Flight, woke: u64, target: u64) -> Result<(), Flight> {
+    let (request, body) = ctx.h2.requests.get(f.request);
+    let now = ctx.cfg.clock.now_ns();
+    let mut st = ctx.state.borrow_mut();
+    let Some(handle) = st.slots[c].send.as_mut() else { return Err(f) };
+    let end = body.is_empty();
+    let (response, mut stream) = match handle.send_request(request, end) {
+        Ok(pair) => pair,
+        Err(_) => {
+            st.slots[c].send = None;
+            st.open -= 1;
+            drop(st);
+            super::conns::open(ctx, c);
+            return Err(f);
+        }
+    };
+    if !end {
+        // Buffered by h2 and sent as the windows allow; a failure shows on the response.
+        let _ = stream.send_data(body, true);
+    }
+    st.slots[c].active += 1;
+    let generation = st.slots[c].generation;
+    if !f.counted {
+        st.in_flight += 1;
+        let in_flight = st.in_flight;
+        // A request that waited for a stream was the pool's until the loop woke to one; only
+        // what came after is the loader's own.
+        let from = if f.waited { woke.max(f.intended_ns) } else { f.intended_ns };
+        let own = own_lag(from, now, woke, target);
+        st.record.on_send(f.phase, f.intended_ns, now, own, f.waited, in_flight);
+        if let Some(row) = ctx.cfg.requests.row_of(f.request) {
+            st.record.on_row(row);
+        }
+        st.sent += 1;
+        f.counted = true;
+    }
+    f.sent_ns = now;
+    st.last_send_ns = Some(now);
+    let key = st.insert(f);
+    drop(st);
+    tokio::task::spawn_local(exchange(Rc::clone(ctx), c, generation, key, f, response));
+    Ok(())
+}
+
+/// Await the answer to `f` until its deadline and record it.
+async fn exchange(
+    ctx: Rc<Ctx>,
+    c: usize,
+    generation: u32,
+    key: usize,
+    f: Flight,
+    response: h2::client::ResponseFuture,
+) {
+    let deadline = tokio::time::Instant::from_std(ctx.cfg.clock.start() + Duration::from_nanos(f.deadline_ns));
+    let outcome = tokio::time::timeout_at(deadline, read(response, ctx.cfg.limits.max_body)).await;
+    let now = ctx.cfg.clock.now_ns();
+    let mut st = ctx.state.borrow_mut();
+    if st.remove(key).is_none() {
+        return; // the stop accounted for it already
+    }
+    if st.slots[c].generation == generation {
+        st.slots[c].active = st.slots[c].active.saturating_sub(1);
+    }
+    match outcome {
+        Ok(Ok(status)) => {
+            // The body ended now: the task runs as soon as the connection task read it.
+            st.record.on_response(f.phase, f.intended_ns, f.sent_ns, now, status);
+            if (200..400).contains(&status) {
+                st.ok += 1;
+            } else {
+                st.errors += 1;
+            }
+            st.in_flight -= 1;
+        }
+        Ok(Err(Fail::Unprocessed)) => {
+            // Still in flight: the loop sends it again first thing, before its deadline.
+            st.record.retried_on_stale_connection += 1;
+            st.retries.push_back(f);
+            drop(st);
+            ctx.wake.notify_one();
+            return;
+        }
+        Ok(Err(Fail::Class(class, message))) => {
+            st.fail(&f, now, class, message);
+            st.in_flight -= 1;
+        }
+        Err(_) => {
+            // Dropping the stream resets it (CANCEL): the server may stop working on it.
+            st.fail(
+                &f,
+                f.deadline_ns,
+                ErrorClass::Timeout,
+                "no complete response by its deadline (intended time + timeout)".into(),
+            );
+            st.in_flight -= 1;
+        }
+    }
+    let waiting = st.waiting;
+    drop(st);
+    if waiting {
+        ctx.wake.notify_one();
+    }
+}
+
+/// The response's status once its body has ended (credit returned as each chunk arrives).
+async fn read(response: h2::client::ResponseFuture, max_body: u64) -> Result<u16, Fail> {
+    let response = response.await.map_err(classify)?;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut total = 0u64;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(classify)?;
+        total += chunk.len() as u64;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        if total > max_body {
+            return Err(Fail::Class(ErrorClass::Protocol, "response body larger than --max-body".into()));
+        }
+    }
+    Ok(status)
+}
+
+/// An `h2` error → retry or error class (RFC 9113 §8.7: a stream above a GOAWAY's last
+/// stream id, or refused with REFUSED_STREAM, was not processed).
+fn classify(e: h2::Error) -> Fail {
+    let reason = e.reason();
+    if e.is_remote() && ((e.is_go_away() && reason == Some(Reason::NO_ERROR)) || reason == Some(Reason::REFUSED_STREAM))
+    {
+        return Fail::Unprocessed;
+    }
+    let code = reason.map_or_else(|| "?".to_string(), |r| format!("{r:?}"));
+    if e.is_reset() && e.is_remote() {
+        return Fail::Class(
+            ErrorClass::StreamReset,
+            Cow::Owned(format!("the server reset the stream (RST_STREAM {code})")),
+        );
+    }
+    if e.is_go_away() {
+        let who = if e.is_remote() { "the server" } else { "the loader" };
+        return Fail::Class(
+            ErrorClass::ConnectionError,
+            Cow::Owned(format!("{who} ended the connection (GOAWAY {code})")),
+        );
+    }
+    if let Some(io) = e.get_io() {
+        return match io.kind() {
+            std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::UnexpectedEof => {
+                Fail::Class(ErrorClass::Reset, Cow::Owned(format!("the connection broke under the stream: {io}")))
+            }
+            _ => Fail::Class(ErrorClass::IoError, Cow::Owned(format!("socket error: {io}"))),
+        };
+    }
+    Fail::Class(ErrorClass::ConnectionError, Cow::Owned(format!("HTTP/2 error: {e}")))
+}

@@ -1,0 +1,456 @@
+//! HTTP/2 shards (`--http2`): the same schedule, record, deadlines and accounting as the
+//! HTTP/1.1 shards, with requests multiplexed as streams over each shard's connections.
+//!
+//! Framing, HPACK, flow control and the stream state machine are the `h2` crate's (hyper's
+//! HTTP/2), on a single-threaded tokio runtime per shard thread — one shard, one thread, as
+//! on HTTP/1.1. Why not frames on the io_uring ring: `h2` is the well-kept implementation
+//! every Rust HTTP/2 client uses, and the measurement against h2load is in
+//! docs/performance.md. What the engine adds around it:
+//!
+//! - **The schedule.** The shard sleeps to each intended send time on a `timerfd`
+//!   ([`timer`]), not on tokio's 1 ms timer wheel; send lag and the loader's own part of it
+//!   are recorded as on HTTP/1.1.
+//! - **Streams as the pool.** A connection takes at most `min(--max-streams, the server's
+//!   SETTINGS_MAX_CONCURRENT_STREAMS)` requests at once; a due request with no stream free
+//!   waits at the head of the schedule (its latency counting from the intended time), and
+//!   is attributed to the pool exactly as a wait for an HTTP/1.1 connection is.
+//! - **GOAWAY and REFUSED_STREAM.** A request the server says it did not process (a stream
+//!   above a graceful GOAWAY's last stream id, or reset with REFUSED_STREAM) is sent again on
+//!   another connection before its deadline — never counted twice; the connection that went
+//!   away is replaced. Other resets are `stream_reset`, connection errors `connection_error`,
+//!   both with the HTTP/2 error code in the detail.
+//! - **One deadline per request** (intended time + timeout): not sent by then it is
+//!   `dropped`, not answered by then `timeout` (its stream reset with CANCEL), recorded at
+//!   exactly the deadline. A stopped run records what was in flight as `aborted` and what
+//!   was not yet due as `unsent`, so `planned = ok + Σ errors` holds here too.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | the shard's state, its loop (dispatch on schedule, drain, accounting) |
+//! | `conns.rs` | connections: connect, TLS with ALPN `h2`, handshake, the connection task |
+//! | `exchange.rs` | one request's stream: response, body, flow control, error classes |
+//! | `requests.rs` | the request table in HTTP/2 form |
+//! | `timer.rs` | precise wake-ups inside the runtime |
+
+mod conns;
+mod exchange;
+mod requests;
+mod timer;
+
+pub use requests::Http2Requests;
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use super::pool::PoolWatch;
+use super::{EngineError, ShardConfig, ShardResult};
+use crate::record::{ErrorClass, ShardRecord};
+use crate::schedule::{Due, ShardSchedule};
+use timer::Timer;
+
+/// Default of `--max-streams`: requests in flight per connection.
+pub const DEFAULT_MAX_STREAMS: u32 = 100;
+/// Highest `--max-streams` accepted.
+pub const MAX_MAX_STREAMS: u32 = 10_000;
+/// Longest wait for in-flight answers after a stop (as on HTTP/1.1).
+const MAX_DRAIN_NS: u64 = 1_000_000_000;
+/// Longest sleep: the shard looks at the halt flag at least this often.
+const MAX_WAIT_NS: u64 = super::pace::MAX_WAIT_NS;
+
+/// What every HTTP/2 shard of a run shares.
+#[derive(Debug)]
+pub struct Http2 {
+    /// The request table in HTTP/2 form.
+    pub requests: Http2Requests,
+    /// Streams in flight per connection at most (`--max-streams`), lowered to the server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS when that is lower.
+    pub max_streams: u32,
+    /// TLS (https), with ALPN `h2` only; `None`: cleartext with prior knowledge (h2c).
+    pub tls: Option<(Arc<rustls::ClientConfig>, rustls::pki_types::ServerName<'static>)>,
+}
+
+/// A request between the schedule and its end.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flight {
+    pub phase: usize,
+    /// Entry of the request table.
+    pub request: u32,
+    pub intended_ns: u64,
+    pub sent_ns: u64,
+    pub deadline_ns: u64,
+    /// Waited for a free stream or connection (pool attribution).
+    pub waited: bool,
+    /// Sent (and counted) once already: a request the server did not process, to send again.
+    pub counted: bool,
+}
+
+/// One connection slot.
+#[derive(Default)]
+pub(super) struct Slot {
+    /// The handle to open streams on; `None` while closed or connecting.
+    pub send: Option<h2::client::SendRequest<Bytes>>,
+    pub connecting: bool,
+    /// Streams of ours open on it.
+    pub active: u32,
+    /// Bumped at every new connection, so a late event of an old one changes nothing.
+    pub generation: u32,
+}
+
+/// The shard's mutable state, shared by its tasks (one thread: `Rc<RefCell>`; no borrow is
+/// ever held across an await).
+pub(super) struct State {
+    pub record: ShardRecord,
+    pub slots: Vec<Slot>,
+    /// Requests on a stream, by key (a free list reuses keys), for the stop's accounting.
+    pub flights: Vec<Option<Flight>>,
+    free_keys: Vec<usize>,
+    /// Requests the server did not process, to send again (before the schedule's next).
+    pub retries: VecDeque<Flight>,
+    /// A connect failed since the loop last looked: (when, why).
+    pub connect_failed: Option<(u64, String)>,
+    pub in_flight: u32,
+    pub open: u32,
+    pub sent: u64,
+    pub ok: u64,
+    pub errors: u64,
+    /// The loop waits for a stream or connection: tasks that free one wake it.
+    pub waiting: bool,
+    pub last_send_ns: Option<u64>,
+    pub pool: PoolWatch,
+}
+
+impl State {
+    fn insert(&mut self, f: Flight) -> usize {
+        match self.free_keys.pop() {
+            Some(k) => {
+                self.flights[k] = Some(f);
+                k
+            }
+            None => {
+                self.flights.push(Some(f));
+                self.flights.len() - 1
+            }
+        }
+    }
+
+    pub(super) fn remove(&mut self, key: usize) -> Option<Flight> {
+        let f = self.flights.get_mut(key)?.take();
+        if f.is_some() {
+            self.free_keys.push(key);
+        }
+        f
+    }
+
+    pub(super) fn fail(&mut self, f: &Flight, at_ns: u64, class: ErrorClass, message: Cow<'static, str>) {
+        self.record.on_failure(f.phase, f.intended_ns, at_ns, class, message);
+        self.errors += 1;
+    }
+}
+
+/// What the shard's tasks share read-only.
+pub(super) struct Ctx {
+    pub cfg: ShardConfig,
+    pub h2: Arc<Http2>,
+    pub state: RefCell<State>,
+    /// Wakes the loop: a connection came up or went, a retry is queued, a stream freed
+    /// while the loop waited for one.
+    pub wake: Notify,
+    pub timeout_ns: u64,
+}
+
+/// Run an HTTP/2 shard on the current thread until its schedule is done or the run stops.
+pub(super) fn run_shard(mut cfg: ShardConfig, h2: Arc<Http2>) -> Result<ShardResult, EngineError> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(EngineError::Runtime)?;
+    let rows = cfg.requests.keys.as_ref().map_or(0, |k| k.rows());
+    let record = ShardRecord::new(std::mem::take(&mut cfg.windows), cfg.seconds).with_rows(rows);
+    let slots = (0..cfg.connections).map(|_| Slot::default()).collect();
+    let schedule = std::mem::replace(&mut cfg.schedule, ShardSchedule::new(Vec::new(), 0, 1));
+    let ctx = Rc::new(Ctx {
+        timeout_ns: cfg.timeout.as_nanos() as u64,
+        cfg,
+        h2,
+        state: RefCell::new(State {
+            record,
+            slots,
+            flights: Vec::new(),
+            free_keys: Vec::new(),
+            retries: VecDeque::new(),
+            connect_failed: None,
+            in_flight: 0,
+            open: 0,
+            sent: 0,
+            ok: 0,
+            errors: 0,
+            waiting: false,
+            last_send_ns: None,
+            pool: PoolWatch::default(),
+        }),
+        wake: Notify::new(),
+    });
+    // Let the timerfd's hrtimer end when asked, not up to 50 µs later (the default slack).
+    let _ = nix::sys::prctl::set_timerslack(1);
+    let local = tokio::task::LocalSet::new();
+    let timer = {
+        let _guard = runtime.enter();
+        Timer::new(ctx.cfg.clock).map_err(EngineError::Runtime)?
+    };
+    let ended = local.block_on(
+        &runtime,
+        Shard { ctx: Rc::clone(&ctx), schedule, timer, woke_at: 0, wake_target: 0, copy_due: 0 }.run(),
+    );
+    // Every task (streams, connections) ends with the runtime; then the state is ours alone.
+    drop(local);
+    drop(runtime);
+    let state = match Rc::try_unwrap(ctx) {
+        Ok(ctx) => ctx.state.into_inner(),
+        Err(_) => unreachable!("every task holding the context ended with the runtime"),
+    };
+    Ok(ShardResult {
+        record: state.record,
+        error: None,
+        stopped_at_ns: ended.stopped_at_ns,
+        last_send_ns: state.last_send_ns,
+    })
+}
+
+/// How the loop ended.
+struct Ended {
+    stopped_at_ns: Option<u64>,
+}
+
+/// The loop's own part: the schedule and the timer (the tasks never touch them).
+struct Shard {
+    ctx: Rc<Ctx>,
+    schedule: ShardSchedule,
+    timer: Timer,
+    /// When the loop last woke, and the instant that sleep was for (the send lag's own part).
+    woke_at: u64,
+    wake_target: u64,
+    /// When the live metrics endpoint gets its next copy of the record.
+    copy_due: u64,
+}
+
+impl Shard {
+    async fn run(mut self) -> Ended {
+        let ctx = Rc::clone(&self.ctx);
+        // Open the pool before the start instant (as HTTP/1.1 does), all at once.
+        for c in 0..ctx.cfg.connections {
+            conns::open(&ctx, c);
+        }
+        let mut stopped_at = None;
+        loop {
+            let now = ctx.cfg.clock.now_ns();
+            if self.stopping() {
+                stopped_at = Some(now);
+                break;
+            }
+            self.fail_for_connect(now);
+            let head = self.head();
+            let Some(due_ns) = head else {
+                if ctx.state.borrow().in_flight == 0 {
+                    break; // the schedule is done and answered
+                }
+                self.wait(now + MAX_WAIT_NS).await;
+                continue;
+            };
+            if due_ns > now {
+                self.wait(due_ns.min(now + MAX_WAIT_NS)).await;
+                continue;
+            }
+            let woke = ctx.cfg.clock.now_ns();
+            if !self.dispatch() {
+                // Due requests wait for a stream or a connection: until one frees, a
+                // connect ends, or the head's deadline.
+                let deadline = self.head().map_or(u64::MAX, |d| d + ctx.timeout_ns);
+                ctx.state.borrow_mut().waiting = true;
+                self.wait(deadline.min(woke + MAX_WAIT_NS)).await;
+                ctx.state.borrow_mut().waiting = false;
+            }
+            self.publish();
+        }
+        self.drain(stopped_at).await;
+        let now = ctx.cfg.clock.now_ns();
+        self.account_unfinished(now, stopped_at);
+        self.publish();
+        Ended { stopped_at_ns: stopped_at }
+    }
+
+    fn stopping(&self) -> bool {
+        self.ctx.cfg.stop.load(Ordering::Relaxed) || self.ctx.cfg.halt.load(Ordering::Relaxed)
+    }
+
+    /// The intended time of the next request to send: a retry first, else the schedule's.
+    fn head(&self) -> Option<u64> {
+        let retry = self.ctx.state.borrow().retries.front().map(|f| f.intended_ns);
+        retry.or_else(|| self.schedule.peek().map(|d| d.intended_ns))
+    }
+
+    /// Sleep until `until` (run time) or until a task wakes the loop.
+    async fn wait(&mut self, until: u64) {
+        let before = self.ctx.cfg.clock.now_ns();
+        tokio::select! {
+            biased;
+            () = self.ctx.wake.notified() => {}
+            () = self.timer.sleep_until(until) => {
+                let late = self.ctx.cfg.clock.now_ns().saturating_sub(until);
+                if until > before {
+                    self.ctx.state.borrow_mut().record.on_wake(late);
+                }
+            }
+        }
+        self.woke_at = self.ctx.cfg.clock.now_ns();
+        self.wake_target = until;
+    }
+
+    /// Send every due request that has a stream; `false` when one is left waiting for one.
+    fn dispatch(&mut self) -> bool {
+        let ctx = Rc::clone(&self.ctx);
+        loop {
+            let now = ctx.cfg.clock.now_ns();
+            let retry = ctx.state.borrow_mut().retries.pop_front();
+            let (f, from_schedule) = match retry {
+                Some(f) => (f, false),
+                None => match self.schedule.peek().filter(|d| d.intended_ns <= now) {
+                    Some(due) => (self.take(due, now), true),
+                    None => break,
+                },
+            };
+            if now >= f.deadline_ns {
+                let mut st = ctx.state.borrow_mut();
+                if f.counted {
+                    st.in_flight -= 1;
+                    let why = "its deadline passed before it could be sent again (the server had not processed it)";
+                    st.fail(&f, f.deadline_ns, ErrorClass::Timeout, why.into());
+                } else {
+                    let why = "no stream came free before its deadline (intended time + timeout)";
+                    st.fail(&f, f.deadline_ns, ErrorClass::Dropped, why.into());
+                }
+                drop(st);
+                if from_schedule {
+                    self.schedule.advance();
+                }
+                continue;
+            }
+            match conns::pick(&ctx) {
+                Some(c) => {
+                    if from_schedule {
+                        self.schedule.advance();
+                    }
+                    if let Err(f) = exchange::send(&ctx, c, f, self.woke_at, self.wake_target) {
+                        // The connection is going away: the request goes first on another.
+                        ctx.state.borrow_mut().retries.push_front(f);
+                    }
+                }
+                None => {
+                    // Taken when due and no stream to give: it waits for one (the pool's
+                    // time, not the loader's), first in line.
+                    let mut st = ctx.state.borrow_mut();
+                    st.pool.exhausted(now);
+                    if from_schedule {
+                        self.schedule.advance();
+                    }
+                    st.retries.push_front(Flight { waited: true, ..f });
+                    drop(st);
+                    conns::reopen_one(&ctx);
+                    return false;
+                }
+            }
+        }
+        ctx.state.borrow_mut().pool.free();
+        true
+    }
+
+    /// The schedule's due request, taken at `now`.
+    fn take(&self, due: Due, now: u64) -> Flight {
+        let waited = self.ctx.state.borrow().pool.waited(due.intended_ns);
+        Flight {
+            phase: due.phase,
+            request: self.ctx.cfg.requests.pick(due.phase, due.index),
+            intended_ns: due.intended_ns,
+            sent_ns: now,
+            deadline_ns: due.intended_ns + self.ctx.timeout_ns,
+            waited,
+            counted: false,
+        }
+    }
+
+    /// A connect failed and no connection is open: the requests already due fail as
+    /// `connect` (each would have had a connection of its own on HTTP/1.1), at the failure.
+    fn fail_for_connect(&mut self, now: u64) {
+        let ctx = Rc::clone(&self.ctx);
+        let Some((at, why)) = ctx.state.borrow_mut().connect_failed.take() else { return };
+        if ctx.state.borrow().open > 0 {
+            return;
+        }
+        while let Some(due) = self.schedule.peek().filter(|d| d.intended_ns <= now) {
+            let f = self.take(due, now);
+            ctx.state.borrow_mut().fail(&f, at.max(f.intended_ns), ErrorClass::Connect, Cow::Owned(why.clone()));
+            self.schedule.advance();
+        }
+    }
+
+    /// After a stop or the schedule's end: wait for what is in flight, at most the drain.
+    async fn drain(&mut self, stopped_at: Option<u64>) {
+        let Some(at) = stopped_at else { return };
+        let until = at + self.ctx.timeout_ns.min(MAX_DRAIN_NS);
+        loop {
+            let now = self.ctx.cfg.clock.now_ns();
+            if self.ctx.state.borrow().in_flight == 0 || now >= until {
+                return;
+            }
+            self.ctx.state.borrow_mut().waiting = true;
+            self.wait(until.min(now + 10_000_000)).await;
+        }
+    }
+
+    /// What is still in flight or due is `aborted` at `now`; what was not yet due `unsent`.
+    fn account_unfinished(&mut self, now: u64, stopped_at: Option<u64>) {
+        let Some(stopped_at) = stopped_at else { return };
+        let mut st = self.ctx.state.borrow_mut();
+        let mut pending: Vec<Flight> = st.flights.iter_mut().filter_map(Option::take).collect();
+        pending.extend(st.retries.drain(..));
+        for f in pending {
+            st.fail(
+                &f,
+                now,
+                ErrorClass::Aborted,
+                "in flight when the run stopped (latency recorded then: a lower bound)".into(),
+            );
+        }
+        while let Some(due) = self.schedule.peek().filter(|d| d.intended_ns <= stopped_at) {
+            st.record.on_failure(
+                due.phase,
+                due.intended_ns,
+                now,
+                ErrorClass::Aborted,
+                Cow::Borrowed("due but not yet sent when the run stopped (latency recorded then: a lower bound)"),
+            );
+            st.errors += 1;
+            self.schedule.advance();
+        }
+        for (phase, n) in self.schedule.remaining() {
+            st.record.on_unsent(phase, n);
+        }
+        st.in_flight = 0;
+    }
+
+    fn publish(&mut self) {
+        let st = self.ctx.state.borrow();
+        self.ctx.cfg.live.publish(st.sent, st.ok, st.errors, u64::from(st.in_flight), u64::from(st.open));
+        // Once a second at most (a turn that finds the main thread reading tries next turn).
+        let now = self.ctx.cfg.clock.now_ns();
+        if let Some(copies) = &self.ctx.cfg.live_copies
+            && now >= self.copy_due
+            && copies.copy_from(&st.record)
+        {
+            self.copy_due = now + 1_000_000_000;
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The run's requests in HTTP/2 form: each entry of the [`RequestTable`] (an encoded HTTP/1.1
+//! request) read back once at start-up into method, URI, headers and body, so the scenario,
+//! the mix, the data rows and the request numbering stay exactly those of HTTP/1.1.
+//!
+//! HTTP/2 forbids the connection-specific headers (RFC 9113 §8.2.2): `Connection`,
+//! `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`, `Upgrade` are dropped, and `Host`
+//! becomes the `:authority` pseudo-header.
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Uri};
+
+use crate::engine::RequestTable;
+
+/// Headers a request head may carry (the scenario's limit is lower).
+const MAX_HEADERS: usize = 128;
+
+/// One request, ready to clone onto a stream.
+#[derive(Debug)]
+struct Entry {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// Every entry of the run's request table, in HTTP/2 form (same indexes).
+#[derive(Debug)]
+pub struct Http2Requests {
+    entries: Vec<Entry>,
+}
+
+impl Http2Requests {
+    /// Read back every entry of `table`; `scheme` is `http` or `https`. An entry that is not
+    /// a request head this module can read is an error naming it (the scenario encodes them,
+    /// so this is a bug, not user input).
+    pub fn from_table(table: &RequestTable, scheme: &str) -> Result<Http2Requests, String> {
+        let entries = table
+            .bytes
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| convert(bytes, scheme).map_err(|e| format!("request entry {i}: {e}")))
+            .collect::<Result<_, _>>()?;
+        Ok(Http2Requests { entries })
+    }
+
+    /// Entry `i` as a request head and its body (both cheap clones).
+    pub(super) fn get(&self, i: u32) -> (Request<()>, Bytes) {
+        let e = &self.entries[i as usize];
+        let mut request = Request::new(());
+        *request.method_mut() = e.method.clone();
+        *request.uri_mut() = e.uri.clone();
+        *request.headers_mut() = e.headers.clone();
+        (request, e.body.clone())
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// One encoded HTTP/1.1 request → its HTTP/2 parts.
+fn convert(bytes: &[u8], scheme: &str) -> Result<Entry, String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut head = httparse::Request::new(&mut headers);
+    let len = match head.parse(bytes) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Err("incomplete request head".into()),
+        Err(e) => return Err(format!("unreadable request head: {e}")),
+    };
+    let method = Method::from_bytes(head.method.unwrap_or("GET").as_bytes()).map_err(|e| e.to_string())?;
+    let path = head.path.unwrap_or("/");
+    let mut authority = None;
+    let mut map = HeaderMap::new();
+    for h in head.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        match name.as_str() {
+            "host" => authority = Some(String::from_utf8_lossy(h.value).into_owned()),
+            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" => {}
+            // `te` may only say "trailers" in HTTP/2.
+            "te" if !h.value.eq_ignore_ascii_case(b"trailers") => {}
+            _ => {
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("header {name}: {e}"))?;
+                let value = HeaderValue::from_bytes(h.value).map_err(|e| format!("header {name}: {e}"))?;
+                map.append(name, value);
+            }
+        }
+    }
+    let authority = authority.ok_or("no Host header")?;
+    let uri = Uri::builder()
+        .scheme(scheme)
+        .authority(authority.as_str())
+        .path_and_query(path)
+        .build()
+        .map_err(|e| format!("URI {scheme}://{authority}{path}: {e}"))?;
+    Ok(Entry { method, uri, headers: map, body: Bytes::copy_from_slice(&bytes[len..]) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_http1_request_becomes_its_http2_parts() {
+        let wire = b"POST /api/items?id=7 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nConnection: keep-alive\r\n\
+            Content-Type: application/json\r\nX-Trace: a\r\nX-Trace: b\r\nContent-Length: 9\r\n\r\n{\"a\": 1}\n";
+        let e = convert(wire, "http").unwrap();
+        assert_eq!(e.method, Method::POST);
+        assert_eq!(e.uri.to_string(), "http://127.0.0.1:8080/api/items?id=7");
+        assert!(e.headers.get("connection").is_none() && e.headers.get("host").is_none());
+        assert_eq!(e.headers.get_all("x-trace").iter().count(), 2, "repeated headers kept");
+        assert_eq!(e.headers["content-type"], "application/json");
+        assert_eq!(&e.body[..], b"{\"a\": 1}\n");
+    }
+
+    #[test]
+    fn a_head_without_host_is_refused() {
+        assert!(convert(b"GET / HTTP/1.1\r\n\r\n", "http").unwrap_err().contains("Host"));
+        assert!(convert(b"GET / HTTP/1.1\r\nHost: a\r\n", "https").unwrap_err().contains("incomplete"));
+    }
+}

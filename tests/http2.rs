@@ -1,0 +1,246 @@
+//! `loader run --http2` against servers not written here (nginx from apt, h2c) and the
+//! built-in target (h2c and TLS with ALPN h2): exact counts, GOAWAY without a lost request,
+//! RST_STREAM and refused ALPN as named classes, and stalls in the corrected latency.
+
+use loader_tests::{common, nginx};
+
+use std::time::Duration;
+
+use common::{Target, loader_run, out_dir, phase};
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Sum of a phase's error counts.
+fn errors(phase: &serde_json::Value) -> u64 {
+    phase["errors"].as_object().unwrap().values().map(u).sum()
+}
+
+#[test]
+fn builtin_target_over_h2c_multiplexes_on_few_connections() {
+    let target = Target::start(&["--http2"]);
+    let out = out_dir("h2-builtin");
+    let (output, summary) = loader_run(
+        &[
+            "--url",
+            &target.url(),
+            "--http2",
+            "--max-streams",
+            "8",
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--threads",
+            "1",
+            "--no-probes",
+        ],
+        &out,
+        Duration::from_secs(30),
+    );
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 2000, "{main}");
+    assert_eq!(errors(main), 0, "{main}");
+    assert_eq!(s["run"]["protocol"], "h2");
+    assert_eq!(u(&s["run"]["max_streams"]), 8);
+    // Two connections carry everything: streams, not connections, multiplex the requests.
+    assert_eq!(u(&s["run"]["connections_opened"]), 2, "{}", s["run"]);
+    let p50 = f(&main["latency_ms"]["p50"]);
+    assert!(p50 < 5.0, "an idle built-in target answers in well under 5 ms, p50 {p50}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("HTTP/2, 8 streams per connection at most"), "{text}");
+}
+
+#[test]
+fn tls_negotiates_h2_by_alpn_and_a_refusal_is_a_named_connect_error() {
+    let target = Target::start(&["--tls", "--http2"]);
+    let url = format!("https://{}/", target.addr);
+    let out = out_dir("h2-tls");
+    let args = ["--url", &url, "--http2", "--insecure", "--rate", "500", "--duration", "1s"];
+    let (output, summary) = loader_run(
+        &[&args[..], &["--connections", "2", "--threads", "1", "--no-probes"]].concat(),
+        &out,
+        Duration::from_secs(30),
+    );
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 500, "{main}");
+    assert_eq!(u(&s["tls"]["handshakes"]), 2, "{}", s["tls"]);
+
+    // A server that offers only HTTP/1.1 in ALPN: every request fails as `connect`, and the
+    // detail says why in one line.
+    let h1 = Target::start(&["--tls"]);
+    let url = format!("https://{}/", h1.addr);
+    let out = out_dir("h2-tls-refused");
+    let (output, summary) = loader_run(
+        &["--url", &url, "--http2", "--insecure", "--rate", "100", "--duration", "1s", "--no-probes"],
+        &out,
+        Duration::from_secs(30),
+    );
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 0, "{main}");
+    assert_eq!(u(&main["errors"]["connect"]), 100, "{main}");
+    let detail = s["errors_detail"]["connect"].to_string();
+    assert!(detail.contains("ALPN h2"), "{detail}");
+}
+
+#[test]
+fn nginx_h2c_goaway_every_40_streams_loses_no_request() {
+    if !nginx::require() {
+        return;
+    }
+    let dir = out_dir("h2-nginx-goaway");
+    // nginx ends each HTTP/2 connection after 40 streams with GOAWAY (keepalive_requests).
+    let nginx = nginx::start_h2(&dir.join("nginx"), 40, "", "");
+    let url = format!("http://127.0.0.1:{}/fixed", nginx.port);
+    let (output, summary) = loader_run(
+        &[
+            "--url",
+            &url,
+            "--http2",
+            "--max-streams",
+            "16",
+            "--rate",
+            "1000",
+            "--duration",
+            "3s",
+            "--connections",
+            "4",
+            "--threads",
+            "1",
+            "--no-probes",
+        ],
+        &dir,
+        Duration::from_secs(40),
+    );
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 3000, "every request answered across the GOAWAYs: {main}");
+    assert_eq!(errors(main), 0, "{main}\n{}", s["errors_detail"]);
+    let opened = u(&s["run"]["connections_opened"]);
+    assert!((75..=90).contains(&opened), "3000 streams / 40 per connection ≈ 75 connections, opened {opened}");
+    assert_eq!(s["run"]["protocol"], "h2");
+    // Four connections reaching their 40th stream together must not stall the sends: each
+    // is replaced as soon as its GOAWAY is seen, and a wait for the replacement is the
+    // server's churn, not the loader's own lag.
+    let own_p99 = f(&main["own_lag_ms"]["p99"]);
+    assert!(own_p99 < 0.1, "the loader's own send lag p99 {own_p99} ms across GOAWAYs");
+}
+
+/// On one connection the loader sends the 101st stream before nginx's GOAWAY (after 100)
+/// reaches it: nginx never processes it, and the loader sends it again on the next
+/// connection — counted once, answered once.
+#[test]
+fn nginx_h2c_streams_above_the_goaway_are_sent_again() {
+    if !nginx::require() {
+        return;
+    }
+    let dir = out_dir("h2-nginx-refused");
+    let nginx = nginx::start_h2(&dir.join("nginx"), 100, "", "");
+    let url = format!("http://127.0.0.1:{}/fixed", nginx.port);
+    let (output, summary) = loader_run(
+        &["--url", &url, "--http2", "--rate", "6000", "--duration", "2s", "--connections", "1", "--no-probes"],
+        &dir,
+        Duration::from_secs(40),
+    );
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["sent"]), 12_000, "{main}");
+    assert_eq!(u(&main["ok"]), 12_000, "{main}");
+    assert_eq!(errors(main), 0, "{main}\n{}", s["errors_detail"]);
+    let retried = u(&s["run"]["retried_on_stale_connection"]);
+    assert!(retried > 0, "streams above a GOAWAY's last stream id are sent again: {}", s["run"]);
+}
+
+#[test]
+fn nginx_h2c_status_codes_are_counted_exactly() {
+    if !nginx::require() {
+        return;
+    }
+    let dir = out_dir("h2-nginx-404");
+    let nginx = nginx::start_h2(&dir.join("nginx"), 1000, "", "");
+    let scenario = dir.join("mix.toml");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        &scenario,
+        format!(
+            "[target]\nurl = \"http://127.0.0.1:{}/\"\nhttp2 = true\nconnections = 2\nthreads = 1\n\n\
+             [[request]]\npath = \"/fixed\"\nweight = 3\n\n[[request]]\npath = \"/missing\"\nweight = 1\n\n\
+             [profile]\nkind = \"constant\"\nrate = 400\nduration = \"2s\"\n",
+            nginx.port
+        ),
+    )
+    .unwrap();
+    let (output, summary) = loader_run(&[scenario.to_str().unwrap(), "--no-probes"], &dir, Duration::from_secs(30));
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 600, "{main}");
+    assert_eq!(u(&main["errors"]["http_4xx"]), 200, "{main}");
+    assert_eq!(errors(main), 200, "{main}");
+}
+
+/// The built-in target stalls 1 s in every 10 s; at 1,000 req/s over HTTP/2 with 8
+/// connections, a 20 s run covers two whole periods: a tenth of the requests wait between 0
+/// and 1 s, so the true corrected p99 is the 90th percentile of that wait, 0.90 s. The
+/// requests pile up on streams (800 of them at most) and wait for one past that: latency
+/// still counts from each request's intended time.
+#[test]
+fn stalls_show_in_the_corrected_latency_over_http2() {
+    let target = Target::start(&["--http2", "--stall", "10s:1s"]);
+    let out = out_dir("h2-stall");
+    let (output, summary) = loader_run(
+        &[
+            "--url",
+            &target.url(),
+            "--http2",
+            "--rate",
+            "1000",
+            "--duration",
+            "20s",
+            "--connections",
+            "8",
+            "--no-probes",
+        ],
+        &out,
+        Duration::from_secs(60),
+    );
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 20_000, "stalled requests still complete: {main}");
+    let p99 = f(&main["latency_ms"]["p99"]);
+    assert!((p99 - 900.0).abs() <= 0.05 * 900.0, "corrected p99 {p99} ms, expected 900 ± 5%");
+    // 800 streams were open when each stall began; the 200 requests due after them waited for
+    // one, attributed to the pool (the target's side), not to the loader.
+    assert!(u(&main["waited_for_connection"]) > 0, "{main}");
+    let svc_p99 = f(&main["service_ms"]["p99"]);
+    assert!(svc_p99 <= p99, "service time {svc_p99} ms is never above the corrected {p99} ms");
+}
+
+#[test]
+fn http2_flag_errors_are_one_line() {
+    let out = out_dir("h2-flags");
+    common::assert_flag_error(
+        &["--url", "http://127.0.0.1:9/", "--max-streams", "4", "--rate", "1"],
+        "--max-streams",
+        &out,
+    );
+    common::assert_flag_error(
+        &["--url", "http://127.0.0.1:9/", "--http2", "--max-streams", "0", "--rate", "1"],
+        "--max-streams",
+        &out,
+    );
+    common::assert_flag_error(
+        &["--url", "http://127.0.0.1:9/", "--http2", "--no-keepalive", "--rate", "1"],
+        "--no-keepalive",
+        &out,
+    );
+}
