@@ -305,6 +305,20 @@ pub struct RunArgs {
     /// server's SETTINGS_MAX_CONCURRENT_STREAMS.
     #[arg(long)]
     pub max_streams: Option<u32>,
+    /// gRPC unary calls to this method (package.Service/Method), over HTTP/2. The request
+    /// message is --body as JSON (default {}); -H headers are metadata.
+    #[arg(long)]
+    pub grpc: Option<String>,
+    /// gRPC: the .proto file defining the method (repeatable; imports resolved from
+    /// --proto-path, by default each file's directory).
+    #[arg(long = "proto", value_name = "FILE")]
+    pub protos: Vec<PathBuf>,
+    /// gRPC: a directory .proto imports are looked up in (repeatable).
+    #[arg(long = "proto-path", value_name = "DIR")]
+    pub proto_paths: Vec<PathBuf>,
+    /// gRPC: the call deadline sent as grpc-timeout, e.g. 500ms.
+    #[arg(long)]
+    pub deadline: Option<String>,
     /// https: do not verify the server's certificate (for self-signed test targets only).
     #[arg(long)]
     pub insecure: bool,
@@ -404,6 +418,13 @@ pub struct TargetArgs {
     /// HTTP/1.1 clients are still served.
     #[arg(long)]
     pub http2: bool,
+    /// Answer every call as a gRPC unary method (any path), over HTTP/2: an empty message and
+    /// grpc-status OK, or the statuses of --grpc-status.
+    #[arg(long)]
+    pub grpc: bool,
+    /// With --grpc: inject statuses by exact share, e.g. UNAVAILABLE=0.1,RESOURCE_EXHAUSTED=0.05.
+    #[arg(long, requires = "grpc")]
+    pub grpc_status: Option<String>,
     /// With --tls: the certificate chain to serve (PEM) instead of a self-signed one.
     #[arg(long, requires = "key")]
     pub cert: Option<PathBuf>,

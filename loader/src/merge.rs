@@ -235,9 +235,13 @@ fn merge_phase<'a>(phases: impl Iterator<Item = &'a PhaseSummary> + Clone, h: &[
     out.late_unpooled_max_ms = phases.clone().filter_map(|p| p.late_unpooled_max_ms).reduce(f64::max);
     out.measured_s = phases.clone().filter_map(|p| p.measured_s).reduce(f64::min);
     out.errors = BTreeMap::new();
+    out.grpc = BTreeMap::new();
     for p in phases {
         for (class, n) in &p.errors {
             *out.errors.entry(class.clone()).or_insert(0) += n;
+        }
+        for (code, n) in &p.grpc {
+            *out.grpc.entry(code.clone()).or_insert(0) += n;
         }
     }
     out.latency_ms = latency(&h[0]);

@@ -46,6 +46,8 @@ pub fn run(extras: Extras) -> Result<()> {
     // prometheus (and its promtool) scrapes `loader run --metrics` in the metrics suite.
     let packages = [
         ("nginx", "nginx-light"),
+        // h2load: the HTTP/2 side of bench/ (bench/h2.py).
+        ("h2load", "nghttp2-client"),
         ("wrk", "wrk"),
         ("ip", "iproute2"),
         ("nft", "nftables"),
@@ -60,8 +62,10 @@ pub fn run(extras: Extras) -> Result<()> {
     ];
     apt_packages(root, &packages)?;
     // A warning only: the demo does not need it; tests/deploy.rs fails in CI without it.
-    if let Err(e) = kubernetes_validate() {
-        println!("warning: {KUBERNETES_VALIDATE} not installed ({e:#}); tests/deploy.rs will skip or fail");
+    if let Err(e) = py_tools() {
+        println!(
+            "warning: the Python test tools are not all installed ({e:#}); tests/deploy.rs and tests/grpc.rs will skip or fail"
+        );
     }
     if extras == Extras::Bench {
         oha();
@@ -212,21 +216,27 @@ pub fn fuzz_tools(root: bool) -> Result<()> {
     Ok(())
 }
 
-/// kubernetes-validate, pinned: checks deploy/'s manifests against the Kubernetes API
-/// schemas offline (tests/deploy.rs). Into `target/py-tools`, not the system's Python.
-const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
+/// Python packages from PyPI, pinned, into `target/py-tools` (not the system's Python), as
+/// (package, the directory that proves it installed): kubernetes-validate checks deploy/'s
+/// manifests offline (tests/deploy.rs); grpcio is the gRPC server not written here
+/// (tests/grpc.rs, tests/grpc_server.py).
+const PY_TOOLS: [(&str, &str); 2] =
+    [("kubernetes-validate==1.37.0", "kubernetes_validate"), ("grpcio==1.76.0", "grpc")];
 
-fn kubernetes_validate() -> Result<()> {
+fn py_tools() -> Result<()> {
     let dir = cmd::workspace_root().join("target/py-tools");
-    if dir.join("kubernetes_validate").is_dir() {
-        println!("ok: {KUBERNETES_VALIDATE} ({})", dir.display());
-        return Ok(());
+    for (package, proof) in PY_TOOLS {
+        if dir.join(proof).is_dir() {
+            println!("ok: {package} ({})", dir.display());
+            continue;
+        }
+        println!("installing: {package} (pip, into {})", dir.display());
+        Cmd::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location"])
+            .args([std::ffi::OsStr::new("--target"), dir.as_os_str(), std::ffi::OsStr::new(package)])
+            .run()?;
     }
-    println!("installing: {KUBERNETES_VALIDATE} (pip, into {})", dir.display());
-    Cmd::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location"])
-        .args([std::ffi::OsStr::new("--target"), dir.as_os_str(), std::ffi::OsStr::new(KUBERNETES_VALIDATE)])
-        .run()
+    Ok(())
 }
 
 /// (d) Debian packages, as (binary that proves it, package that provides it).

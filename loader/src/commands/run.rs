@@ -40,10 +40,10 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // count as the loader's in the probes and the health figures.
     let builtin = match spec.target {
         Target::BuiltIn => Some(
-            target::child::spawn(&if spec.http2.is_some() {
-                vec!["--threads".to_string(), "1".to_string(), "--http2".to_string()]
-            } else {
-                vec!["--threads".to_string(), "1".to_string()]
+            target::child::spawn(&match (&spec.grpc, spec.http2) {
+                (Some(_), _) => vec!["--threads".to_string(), "1".to_string(), "--grpc".to_string()],
+                (None, Some(_)) => vec!["--threads".to_string(), "1".to_string(), "--http2".to_string()],
+                (None, None) => vec!["--threads".to_string(), "1".to_string()],
             })
             .context("cannot start the built-in target")?,
         ),

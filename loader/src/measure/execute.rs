@@ -50,7 +50,7 @@ pub(super) fn execute<'m>(
         None => None,
     };
     let http2 = match plan.http2 {
-        Some(max_streams) => Some(Arc::new(http2_setup(&requests, max_streams, tls.as_ref())?)),
+        Some(max_streams) => Some(Arc::new(http2_setup(&requests, max_streams, tls.as_ref(), plan.grpc)?)),
         None => None,
     };
     let pace = plan.pace();
@@ -293,6 +293,7 @@ fn http2_setup(
     requests: &engine::RequestTable,
     max_streams: u32,
     tls: Option<&engine::tls::TlsClient>,
+    grpc: bool,
 ) -> anyhow::Result<engine::http2::Http2> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let requests = engine::http2::Http2Requests::from_table(requests, scheme).map_err(|e| anyhow::anyhow!(e))?;
@@ -301,5 +302,5 @@ fn http2_setup(
         config.alpn_protocols = vec![b"h2".to_vec()];
         (Arc::new(config), t.server_name.clone())
     });
-    Ok(engine::http2::Http2 { requests, max_streams, tls })
+    Ok(engine::http2::Http2 { requests, max_streams, tls, grpc })
 }

@@ -34,6 +34,9 @@ pub enum ErrorClass {
     /// HTTP/2: the connection ended in a connection error under the request (a GOAWAY with an
     /// error code, or a protocol error), its error code in the detail.
     ConnectionError,
+    /// gRPC: the call ended with a `grpc-status` other than OK (per code in the phase's
+    /// `grpc` counts; the client's own deadline is `timeout`).
+    Grpc,
     /// Never sent: no connection became free before the request's deadline.
     Dropped,
     /// In flight, or due and waiting for a connection, when the run stopped (interrupt,
@@ -46,7 +49,7 @@ pub enum ErrorClass {
 
 impl ErrorClass {
     /// Number of classes.
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 15;
 
     /// Every class, in report order.
     pub const ALL: [ErrorClass; ErrorClass::COUNT] = [
@@ -61,6 +64,7 @@ impl ErrorClass {
         ErrorClass::IoError,
         ErrorClass::StreamReset,
         ErrorClass::ConnectionError,
+        ErrorClass::Grpc,
         ErrorClass::Dropped,
         ErrorClass::Aborted,
         ErrorClass::Unsent,
@@ -80,6 +84,7 @@ impl ErrorClass {
             ErrorClass::IoError => "io_error",
             ErrorClass::StreamReset => "stream_reset",
             ErrorClass::ConnectionError => "connection_error",
+            ErrorClass::Grpc => "grpc",
             ErrorClass::Dropped => "dropped",
             ErrorClass::Aborted => "aborted",
             ErrorClass::Unsent => "unsent",

@@ -21,6 +21,7 @@ use hdrhistogram::Histogram;
 use crate::schedule::Window;
 
 mod errors;
+pub mod grpc;
 mod live_copy;
 mod seconds;
 
@@ -77,6 +78,8 @@ pub struct PhaseRecord {
     pub sent_in_window: u64,
     /// 2xx/3xx responses completed inside the phase window (for ok/s, goodput).
     pub ok_in_window: u64,
+    /// gRPC answers by status code (`--grpc`; all zero otherwise).
+    pub grpc: [u64; grpc::GRPC_CODES],
 }
 
 impl PhaseRecord {
@@ -95,6 +98,7 @@ impl PhaseRecord {
             waited_for_connection: 0,
             sent_in_window: 0,
             ok_in_window: 0,
+            grpc: [0; grpc::GRPC_CODES],
         }
     }
 
@@ -114,6 +118,9 @@ impl PhaseRecord {
         self.waited_for_connection += other.waited_for_connection;
         self.sent_in_window += other.sent_in_window;
         self.ok_in_window += other.ok_in_window;
+        for (a, b) in self.grpc.iter_mut().zip(other.grpc) {
+            *a += b;
+        }
     }
 
     /// Requests accounted for: ok plus every class. Equals the phase's planned requests

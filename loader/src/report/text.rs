@@ -81,6 +81,10 @@ pub fn render(s: &Summary) -> String {
         r.elapsed_s,
         if s.interrupted { " — INTERRUPTED, partial results" } else { "" }
     );
+    for p in s.phases.iter().filter(|p| !p.grpc.is_empty()) {
+        let codes: Vec<String> = p.grpc.iter().map(|(code, n)| format!("{code} {n}")).collect();
+        let _ = writeln!(out, "grpc-status {}: {}", p.name, codes.join(", "));
+    }
     if let Some(t) = &s.tls {
         let _ = write!(
             out,

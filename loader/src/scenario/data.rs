@@ -207,7 +207,7 @@ pub(crate) fn expand(
     r: &RequestSpec,
     path: &str,
     budget: &mut usize,
-    encode: impl Fn(&RequestSpec, &str) -> Vec<u8>,
+    encode: impl Fn(&RequestSpec, &str) -> Result<Vec<u8>, String>,
 ) -> Result<Option<Vec<Arc<[u8]>>>, InputError> {
     let at = |e: String| InputError::new(format!("request {:?}", r.name), e);
     let cols = &data.columns;
@@ -240,7 +240,8 @@ pub(crate) fn expand(
         if let Some(t) = &body_t {
             filled.body = Some(checked(t, Into::Body)?.into_bytes());
         }
-        let bytes = encode(&filled, &path);
+        let bytes =
+            encode(&filled, &path).map_err(|e| InputError::new(format!("{} row {}", data.path.display(), i + 1), e))?;
         *budget = budget.checked_sub(bytes.len() + std::mem::size_of::<Arc<[u8]>>()).ok_or_else(|| {
             InputError::new(
                 format!("{}", data.path.display()),
@@ -313,9 +314,9 @@ mod tests {
         }
     }
 
-    fn encode(r: &RequestSpec, path: &str) -> Vec<u8> {
+    fn encode(r: &RequestSpec, path: &str) -> Result<Vec<u8>, String> {
         let (_, token) = &r.headers[0];
-        format!("{path}|{token}|{}", String::from_utf8_lossy(r.body.as_deref().unwrap_or_default())).into_bytes()
+        Ok(format!("{path}|{token}|{}", String::from_utf8_lossy(r.body.as_deref().unwrap_or_default())).into_bytes())
     }
 
     #[test]

@@ -175,6 +175,11 @@ pub(crate) struct Raw {
     /// `--http2` / `--http1`, `target.http2`; `--max-streams`, `target.max_streams`.
     pub http2: Opt<bool>,
     pub max_streams: Opt<i64>,
+    /// `--grpc`, `--proto`, `--proto-path`, `--deadline` (flags only).
+    pub grpc: Opt<String>,
+    pub protos: Vec<Given<PathBuf>>,
+    pub proto_paths: Vec<Given<PathBuf>>,
+    pub deadline: Opt<String>,
     pub requests: Vec<RawRequest>,
     /// `--method`, `--header`, `--body`: applied to every request.
     pub method: Opt<String>,
@@ -246,6 +251,10 @@ impl Raw {
             self.http2 = Some(Given::flag("--http1", false));
         }
         put(&mut self.max_streams, "--max-streams", a.max_streams.map(i64::from));
+        put(&mut self.grpc, "--grpc", a.grpc.clone());
+        self.protos = a.protos.iter().map(|p| Given::flag("--proto", p.clone())).collect();
+        self.proto_paths = a.proto_paths.iter().map(|p| Given::flag("--proto-path", p.clone())).collect();
+        put(&mut self.deadline, "--deadline", a.deadline.clone());
         put(&mut self.method, "--method", a.method.clone());
         self.headers = a.headers.iter().map(|h| Given::flag("--header", h.clone())).collect();
         put(&mut self.body, "--body", a.body.clone());

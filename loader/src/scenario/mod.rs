@@ -13,6 +13,7 @@
 
 mod data;
 mod file;
+pub mod grpc;
 mod input;
 mod limits;
 mod plan;

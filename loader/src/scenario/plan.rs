@@ -184,6 +184,8 @@ pub struct Plan {
     pub retry_non_idempotent: bool,
     /// HTTP/2 with at most this many streams per connection; `None`: HTTP/1.1.
     pub http2: Option<u32>,
+    /// The requests are gRPC calls: the answer's `grpc-status` decides each outcome.
+    pub grpc: bool,
     /// Load the eBPF probes.
     pub probes: bool,
     /// Output directory.
@@ -223,14 +225,18 @@ impl Plan {
         let mut requests = Vec::with_capacity(spec.requests.len());
         for r in &spec.requests {
             let path = r.path.as_deref().unwrap_or(&path);
-            let encode = |r: &RequestSpec, path: &str| encode_request(r, &host, path);
+            let encode = |r: &RequestSpec, path: &str| encode_request(r, &host, path, spec.grpc.as_ref());
             let filled = match &spec.data {
                 Some(data) => super::data::expand(data, r, path, &mut budget, encode)?.unwrap_or_default(),
                 None => Vec::new(),
             };
+            let bytes = match filled.first() {
+                Some(b) => b.to_vec(),
+                None => encode(r, path).map_err(|e| InputError::new(format!("request {:?}", r.name), e))?,
+            };
             requests.push(PlannedRequest {
                 name: r.name.clone(),
-                bytes: filled.first().map_or_else(|| encode_request(r, &host, path), |b| b.to_vec()),
+                bytes,
                 head: r.method == "HEAD",
                 idempotent: crate::engine::is_idempotent(&r.method),
                 weight: r.weight.max(1),
@@ -264,6 +270,7 @@ impl Plan {
             limits: spec.limits,
             retry_non_idempotent: spec.retry_non_idempotent,
             http2: spec.http2,
+            grpc: spec.grpc.is_some(),
             probes: spec.probes,
             out: spec.out.clone(),
             plain: spec.plain,
@@ -459,7 +466,22 @@ fn tls_plan(server_name: ServerName<'static>, spec: &TlsSpec) -> Result<TlsPlan,
     Ok(TlsPlan { server_name, verify })
 }
 
-fn encode_request(r: &RequestSpec, host: &str, path: &str) -> Vec<u8> {
+/// `r` as HTTP/1.1 bytes (the engine's form; HTTP/2 reads it back). A gRPC call's body is
+/// its JSON message, encoded here into a length-prefixed protobuf message.
+fn encode_request(
+    r: &RequestSpec,
+    host: &str,
+    path: &str,
+    grpc: Option<&super::grpc::GrpcSpec>,
+) -> Result<Vec<u8>, String> {
+    let framed;
+    let r = match (grpc, &r.body) {
+        (Some(g), Some(json)) => {
+            framed = RequestSpec { body: Some(g.frame(json)?), ..r.clone() };
+            &framed
+        }
+        _ => r,
+    };
     let mut out = format!("{} {} HTTP/1.1\r\n", r.method, path);
     let has = |name: &str| r.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     if !has("host") {
@@ -481,7 +503,7 @@ fn encode_request(r: &RequestSpec, host: &str, path: &str) -> Vec<u8> {
     if let Some(body) = &r.body {
         bytes.extend_from_slice(body);
     }
-    bytes
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -80,6 +80,8 @@ pub struct Spec {
     /// HTTP/2 with at most this many streams per connection (`--http2`, `--max-streams`);
     /// `None`: HTTP/1.1.
     pub http2: Option<u32>,
+    /// gRPC unary calls (`--grpc`): every request is a call of this method.
+    pub grpc: Option<super::grpc::GrpcSpec>,
     /// Break criteria (`[slo]`).
     pub slo: SloSpec,
     /// Verdict limits (`[verdict]`).
@@ -205,6 +207,7 @@ impl Spec {
         let demo = raw.url.is_none() && raw.file.is_none();
 
         let profile = profile::from_raw(raw, demo)?;
+        let grpc = super::grpc::from_raw(raw)?;
         let p = &raw.profile;
         let default_warmup = if demo { Duration::from_secs(2) } else { Duration::ZERO };
         let warmup = p.warmup.as_ref().map_or(Ok(default_warmup), duration)?;
@@ -229,7 +232,7 @@ impl Spec {
         Ok(Spec {
             scenario: raw.file.clone(),
             url_key: raw.url.as_ref().map_or_else(|| "--url".to_string(), |g| g.origin.label()),
-            requests: requests(raw)?,
+            requests: grpc_requests(requests(raw)?, grpc.as_ref()),
             target,
             keepalive: raw.keepalive.as_ref().is_none_or(|g| g.value),
             profile,
@@ -241,7 +244,8 @@ impl Spec {
             wake_window,
             limits,
             retry_non_idempotent: raw.retry_non_idempotent.as_ref().is_some_and(|g| g.value),
-            http2: http2(raw)?,
+            http2: http2(raw, grpc.is_some())?,
+            grpc,
             slo: SloSpec::from_raw(&raw.slo)?,
             verdict: VerdictLimits::from_raw(&raw.verdict)?,
             capacity: CapacitySpec::from_raw(raw)?,
@@ -315,10 +319,31 @@ fn requests(raw: &Raw) -> Result<Vec<RequestSpec>, InputError> {
     Ok(out)
 }
 
+/// With `--grpc`, every request becomes a call of the method: POST to its path, the gRPC
+/// headers before the user's (metadata), the body (JSON, default `{}`) encoded at plan time.
+fn grpc_requests(mut requests: Vec<RequestSpec>, grpc: Option<&super::grpc::GrpcSpec>) -> Vec<RequestSpec> {
+    let Some(g) = grpc else { return requests };
+    for r in &mut requests {
+        r.method = "POST".into();
+        r.path = Some(g.path.clone());
+        if r.name.starts_with("GET ") {
+            r.name = g.path.trim_start_matches('/').to_string();
+        }
+        let mut headers = g.headers();
+        headers.extend(r.headers.drain(..).filter(|(n, _)| !n.eq_ignore_ascii_case("content-type")));
+        r.headers = headers;
+        r.body.get_or_insert_with(|| b"{}".to_vec());
+    }
+    requests
+}
+
 /// `--http2` / `target.http2` with `--max-streams`: the streams per connection, or `None`
 /// for HTTP/1.1. Streams without HTTP/2, or HTTP/2 without keep-alive, are one-line errors.
-fn http2(raw: &Raw) -> Result<Option<u32>, InputError> {
-    let on = raw.http2.as_ref().is_some_and(|g| g.value);
+fn http2(raw: &Raw, grpc: bool) -> Result<Option<u32>, InputError> {
+    if let Some(g) = raw.http2.as_ref().filter(|g| grpc && !g.value) {
+        return Err(InputError::new(g.origin.label(), "not with --grpc, which is HTTP/2"));
+    }
+    let on = grpc || raw.http2.as_ref().is_some_and(|g| g.value);
     let streams = raw.max_streams.as_ref();
     if !on {
         if let Some(g) = streams {

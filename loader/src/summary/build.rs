@@ -107,6 +107,13 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 sent: r.sent,
                 ok: r.ok,
                 errors: errors(r),
+                grpc: r
+                    .grpc
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(code, n)| (crate::record::grpc::code_name(code).to_string(), *n))
+                    .collect(),
                 late: r.late,
                 late_unpooled: r.late_unpooled,
                 late_unpooled_max_ms: (r.late_unpooled > 0).then(|| r.late_unpooled_max_us as f64 / 1000.0),

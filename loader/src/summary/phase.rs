@@ -77,6 +77,10 @@ pub struct PhaseSummary {
     pub ok: u64,
     /// Failures by class.
     pub errors: BTreeMap<String, u64>,
+    /// gRPC runs: answers by `grpc-status` name (`OK`, `UNAVAILABLE`, …), codes seen only;
+    /// every non-OK one is also in `errors.grpc`. Absent on HTTP runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc: BTreeMap<String, u64>,
     /// Sends more than 10 ms behind schedule.
     pub late: u64,
     /// Of the late sends, those that did not wait for a connection (the loader was late).

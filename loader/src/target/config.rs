@@ -39,6 +39,8 @@ pub struct TargetConfig {
     pub tls: Option<TargetTls>,
     /// Serve HTTP/2 as well as HTTP/1.1 (`--http2`).
     pub http2: bool,
+    /// Answer as a gRPC unary service (`--grpc`, `--grpc-status`).
+    pub grpc: Option<std::sync::Arc<super::grpc::GrpcReply>>,
 }
 
 impl TargetConfig {
@@ -59,7 +61,7 @@ impl TargetConfig {
         }
         let tls = if args.tls {
             let mut tls = TargetTls::from_flags(args.cert.as_deref(), args.key.as_deref(), args.write_cert.as_deref())?;
-            if args.http2 {
+            if args.http2 || args.grpc {
                 let mut config = (*tls.config).clone();
                 config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
                 tls.config = std::sync::Arc::new(config);
@@ -86,7 +88,12 @@ impl TargetConfig {
             stall: args.stall.as_deref().map(parse_stall).transpose()?,
             threads: args.threads,
             tls,
-            http2: args.http2,
+            http2: args.http2 || args.grpc,
+            grpc: if args.grpc {
+                Some(std::sync::Arc::new(super::grpc::GrpcReply::parse(args.grpc_status.as_deref())?))
+            } else {
+                None
+            },
         })
     }
 }
@@ -148,6 +155,8 @@ mod tests {
             key: None,
             write_cert: None,
             http2: false,
+            grpc: false,
+            grpc_status: None,
         }
     }
 

@@ -28,6 +28,7 @@
 
 pub mod child;
 mod config;
+mod grpc;
 mod precise;
 mod server;
 mod stall;
@@ -91,13 +92,13 @@ pub fn spawn(cfg: TargetConfig) -> anyhow::Result<TargetHandle> {
     let addr = listener.local_addr().context("reading the target's bound address")?;
     let shaping = server::Shaping::new(&cfg, Instant::now());
     let tls = cfg.tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config));
-    let http2 = cfg.http2;
+    let proto = server::Proto::of(cfg.http2, cfg.grpc.clone());
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("loader-target".into())
         .spawn(move || {
             // A dropped handle also closes the channel: either way, stop.
-            rt.block_on(server::serve_spawned(listener, shaping, tls, http2, async move {
+            rt.block_on(server::serve_spawned(listener, shaping, tls, proto, async move {
                 let _ = stop_rx.await;
             }));
             rt.shutdown_timeout(RUNTIME_SHUTDOWN);
@@ -131,7 +132,7 @@ pub fn serve(cfg: TargetConfig) -> anyhow::Result<()> {
             .and_then(|()| out.flush())
             .context("printing the listening line")?;
         drop(out);
-        server::serve_spawned(listener, shaping, tls, cfg.http2, async move {
+        server::serve_spawned(listener, shaping, tls, server::Proto::of(cfg.http2, cfg.grpc.clone()), async move {
             tokio::select! {
                 _ = terminate.recv() => {}
                 _ = interrupt.recv() => {}
@@ -160,6 +161,7 @@ mod tests {
             threads: 1,
             tls: None,
             http2: false,
+            grpc: None,
         }
     }
 

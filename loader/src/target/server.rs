@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
+use http_body_util::{BodyExt as _, Either, Full};
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::server::conn::http1;
@@ -26,6 +26,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use super::grpc::{GrpcBody, GrpcReply};
 use super::{Stall, TargetConfig, precise, stall};
 
 /// The body of every response. Static, so each response's `Bytes` is a pointer, not a copy.
@@ -113,11 +114,11 @@ pub(super) async fn serve_spawned(
     listener: TcpListener,
     shaping: Option<Arc<Shaping>>,
     tls: Option<TlsAcceptor>,
-    http2: bool,
+    proto: Proto,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     // A panic in the accept loop was already printed; there is nothing left to serve.
-    let _ = tokio::spawn(serve(listener, shaping, tls, http2, shutdown)).await;
+    let _ = tokio::spawn(serve(listener, shaping, tls, proto, shutdown)).await;
 }
 
 /// Accept and serve until `shutdown` resolves; then stop accepting, let connections finish
@@ -126,7 +127,7 @@ async fn serve(
     listener: TcpListener,
     shaping: Option<Arc<Shaping>>,
     tls: Option<TlsAcceptor>,
-    http2: bool,
+    proto: Proto,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut http = http1::Builder::new();
@@ -151,7 +152,10 @@ async fn serve(
                 }
             },
         };
-        let http = if http2 { Http::Both } else { Http::One(http.clone()) };
+        let http = match &proto {
+            Proto::Http1 => Http::One(http.clone()),
+            Proto::Both(grpc) => Http::Both(grpc.clone()),
+        };
         tokio::spawn(connection(stream, tls.clone(), http, shaping.clone(), stop_rx.clone(), alive_tx.clone()));
     }
     drop(listener);
@@ -182,12 +186,26 @@ async fn connection(
     }
 }
 
+/// Which protocols the target speaks.
+#[derive(Clone)]
+pub(super) enum Proto {
+    /// HTTP/1.1 only (the default: the cheapest path, what calibration measures).
+    Http1,
+    /// HTTP/1.1 or HTTP/2 (`--http2`), answering as a gRPC service with `--grpc`.
+    Both(Option<Arc<GrpcReply>>),
+}
+
+impl Proto {
+    pub(super) fn of(http2: bool, grpc: Option<Arc<GrpcReply>>) -> Proto {
+        if http2 || grpc.is_some() { Proto::Both(grpc) } else { Proto::Http1 }
+    }
+}
+
 /// Which protocols a connection speaks.
 enum Http {
-    /// HTTP/1.1 only (the default: the cheapest path, what calibration measures).
     One(http1::Builder),
-    /// HTTP/1.1 or HTTP/2, told apart by the client's first bytes (`--http2`).
-    Both,
+    /// Told apart by the client's first bytes.
+    Both(Option<Arc<GrpcReply>>),
 }
 
 /// HTTP over `io` (a TCP stream, or a TLS stream over one).
@@ -202,7 +220,7 @@ async fn serve_http<I>(
 {
     match http {
         Http::One(http) => serve_http1(io, http, shaping, stop, alive).await,
-        Http::Both => serve_auto(io, shaping, stop, alive).await,
+        Http::Both(grpc) => serve_auto(io, shaping, grpc, stop, alive).await,
     }
 }
 
@@ -210,6 +228,7 @@ async fn serve_http<I>(
 async fn serve_auto<I>(
     io: TokioIo<I>,
     shaping: Option<Arc<Shaping>>,
+    grpc: Option<Arc<GrpcReply>>,
     mut stop: watch::Receiver<()>,
     _alive: mpsc::Sender<()>,
 ) where
@@ -218,7 +237,7 @@ async fn serve_auto<I>(
     let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
     // As many streams as a client may want: --workers, not the protocol, limits the target.
     builder.http2().max_concurrent_streams(1024);
-    let service = service_fn(move |req| answer(req, shaping.clone()));
+    let service = service_fn(move |req| answer(req, shaping.clone(), grpc.clone()));
     let mut conn = pin!(builder.serve_connection(io, service));
     tokio::select! {
         _ = conn.as_mut() => return,
@@ -239,7 +258,7 @@ async fn serve_http1<I>(
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req| answer(req, shaping.clone()));
+    let service = service_fn(move |req| answer(req, shaping.clone(), None));
     let mut conn = pin!(http.serve_connection(io, service));
     tokio::select! {
         // Client errors (resets, malformed requests) end the connection; a load target has
@@ -253,12 +272,29 @@ async fn serve_http1<I>(
 }
 
 /// Read and discard the request, wait as configured, answer 200 with [`BODY`].
-async fn answer(req: Request<Incoming>, shaping: Option<Arc<Shaping>>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn answer(
+    req: Request<Incoming>,
+    shaping: Option<Arc<Shaping>>,
+    grpc: Option<Arc<GrpcReply>>,
+) -> Result<Response<Either<Full<Bytes>, GrpcBody>>, Infallible> {
     discard(req.into_body()).await;
     if let Some(shaping) = shaping {
         shaping.hold().await;
     }
-    let mut res = Response::new(Full::new(Bytes::from_static(BODY)));
+    if let Some(grpc) = grpc {
+        let code = grpc.next();
+        let body = if code == 0 { GrpcBody::ok() } else { GrpcBody::empty() };
+        let mut res = Response::new(Either::Right(body));
+        let h = res.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        if code != 0 {
+            // Trailers-only: the status in the headers, no message.
+            h.insert("grpc-status", HeaderValue::from(code));
+            h.insert("grpc-message", HeaderValue::from_static("injected by loader target --grpc-status"));
+        }
+        return Ok(res);
+    }
+    let mut res = Response::new(Either::Left(Full::new(Bytes::from_static(BODY))));
     // hyper adds `content-length` from the body's exact size and `date` from its cache.
     res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(res)

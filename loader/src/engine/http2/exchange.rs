@@ -76,7 +76,7 @@ async fn exchange(
     response: h2::client::ResponseFuture,
 ) {
     let deadline = tokio::time::Instant::from_std(ctx.cfg.clock.start() + Duration::from_nanos(f.deadline_ns));
-    let outcome = tokio::time::timeout_at(deadline, read(response, ctx.cfg.limits.max_body)).await;
+    let outcome = tokio::time::timeout_at(deadline, read(response, ctx.cfg.limits.max_body, ctx.h2.grpc)).await;
     let now = ctx.cfg.clock.now_ns();
     let mut st = ctx.state.borrow_mut();
     if st.remove(key).is_none() {
@@ -86,8 +86,18 @@ async fn exchange(
         st.slots[c].active = st.slots[c].active.saturating_sub(1);
     }
     match outcome {
-        Ok(Ok(status)) => {
-            // The body ended now: the task runs as soon as the connection task read it.
+        Ok(Ok(Answer { status, grpc: Some((code, message)) })) if status == 200 => {
+            st.record.on_grpc(f.phase, f.intended_ns, f.sent_ns, now, code, &message);
+            if code == 0 {
+                st.ok += 1;
+            } else {
+                st.errors += 1;
+            }
+            st.in_flight -= 1;
+        }
+        Ok(Ok(Answer { status, .. })) => {
+            // The body ended now: the task runs as soon as the connection task read it. (A
+            // gRPC call answered with an HTTP error status is that HTTP error.)
             st.record.on_response(f.phase, f.intended_ns, f.sent_ns, now, status);
             if (200..400).contains(&status) {
                 st.ok += 1;
@@ -126,10 +136,26 @@ async fn exchange(
     }
 }
 
+/// How a stream was answered.
+struct Answer {
+    status: u16,
+    /// gRPC: `grpc-status` and `grpc-message` (from the trailers, or from the headers of a
+    /// trailers-only answer); a gRPC answer without one is UNKNOWN (2).
+    grpc: Option<(u32, String)>,
+}
+
+/// A gRPC status and message from `headers`, if they carry one.
+fn grpc_status(headers: &http::HeaderMap) -> Option<(u32, String)> {
+    let code = headers.get("grpc-status")?.to_str().ok()?.trim().parse().unwrap_or(2);
+    let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    Some((code, message.to_string()))
+}
+
 /// The response's status once its body has ended (credit returned as each chunk arrives).
-async fn read(response: h2::client::ResponseFuture, max_body: u64) -> Result<u16, Fail> {
+async fn read(response: h2::client::ResponseFuture, max_body: u64, grpc: bool) -> Result<Answer, Fail> {
     let response = response.await.map_err(classify)?;
     let status = response.status().as_u16();
+    let early = if grpc { grpc_status(response.headers()) } else { None };
     let mut body = response.into_body();
     let mut total = 0u64;
     while let Some(chunk) = body.data().await {
@@ -140,7 +166,15 @@ async fn read(response: h2::client::ResponseFuture, max_body: u64) -> Result<u16
             return Err(Fail::Class(ErrorClass::Protocol, "response body larger than --max-body".into()));
         }
     }
-    Ok(status)
+    if !grpc {
+        return Ok(Answer { status, grpc: None });
+    }
+    let late = match early {
+        Some(_) => None,
+        None => body.trailers().await.map_err(classify)?.as_ref().and_then(grpc_status),
+    };
+    let code = early.or(late).unwrap_or_else(|| (2, "no grpc-status in the answer".into()));
+    Ok(Answer { status, grpc: Some(code) })
 }
 
 /// An `h2` error → retry or error class (RFC 9113 §8.7: a stream above a GOAWAY's last

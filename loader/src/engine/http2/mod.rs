@@ -74,6 +74,8 @@ pub struct Http2 {
     pub max_streams: u32,
     /// TLS (https), with ALPN `h2` only; `None`: cleartext with prior knowledge (h2c).
     pub tls: Option<(Arc<rustls::ClientConfig>, rustls::pki_types::ServerName<'static>)>,
+    /// The requests are gRPC calls: `grpc-status` decides each outcome.
+    pub grpc: bool,
 }
 
 /// A request between the schedule and its end.

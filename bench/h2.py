@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""bench/h2.py — HTTP/2: loader --http2 vs h2load (Debian nghttp2-client) on the same nginx.
+
+nginx (its own prefix under the run directory, 1 worker pinned to TARGET_CPU) serves HTTP/2
+with prior knowledge (h2c) on 127.0.0.1; every tool runs pinned to LOAD_CPU. Rounds are
+interleaved: in each round h2load runs first at its maximum (closed loop: -c CONNECTIONS,
+-m STREAMS, -D DURATION), then the loader runs open loop at each rate of --rates, where
+"max" means the rate h2load just reached in that round. CPU time is the tool's user + system
+time (getrusage of the child, as bench/harness.py measures it); the figure compared is
+answered requests per CPU-second. The loader's own verdict is printed for each of its runs.
+
+usage: bench/h2.py [--rounds 3] [--duration 10] [--connections 8] [--streams 10]
+                   [--rates max,10000,40000] [--loader PATH] [--out DIR]
+Environment: LOAD_CPU (0), TARGET_CPU (1).
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def timed(cmd, log):
+    """Run cmd; returns (cpu_s, wall_s, exit code) of it and its descendants."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    with open(log, "w") as out:
+        code = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, code
+
+
+def start_nginx(run_dir, port, target_cpu):
+    d = os.path.join(run_dir, "nginx")
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    conf = f"""daemon off; master_process on; worker_processes 1; pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  # Keep-alive for the whole run (nginx's default ends a connection after 1000 streams).
+  keepalive_requests 100000000;
+  http2_max_concurrent_streams 1024;
+  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
+  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
+  server {{
+    listen 127.0.0.1:{port} http2;
+    location = / {{ default_type application/json; return 200 '{{"ok":true}}'; }}
+  }}
+}}
+"""
+    with open(os.path.join(d, "nginx.conf"), "w") as f:
+        f.write(conf)
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    proc = subprocess.Popen(["taskset", "-c", target_cpu, nginx, "-p", d, "-c", os.path.join(d, "nginx.conf")])
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit("bench/h2.py: nginx did not listen")
+
+
+def h2load(args, url, log):
+    cmd = ["taskset", "-c", args.load_cpu, "h2load", "-c", str(args.connections), "-m", str(args.streams),
+           "-D", str(args.duration), url]
+    cpu, wall, code = timed(cmd, log)
+    text = open(log).read()
+    done = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", text)
+    ok = int(done.group(1)) if done else 0
+    return {"tool": "h2load", "rate": "max", "ok": ok, "rps": ok / args.duration, "cpu_s": cpu, "code": code,
+            "verdict": "-", "p99_ms": None}
+
+
+def loader(args, url, rate, out_dir, log):
+    cmd = ["taskset", "-c", args.load_cpu, args.loader, "run", "--url", url, "--http2", "--max-streams",
+           str(args.streams), "--rate", str(int(rate)), "--duration", f"{args.duration}s", "--connections",
+           str(args.connections), "--threads", "1", "--out", out_dir, "--plain"]
+    cpu, wall, code = timed(cmd, log)
+    try:
+        s = json.load(open(os.path.join(out_dir, "summary.json")))
+    except (OSError, ValueError):
+        return {"tool": "loader", "rate": int(rate), "ok": 0, "rps": 0, "cpu_s": cpu, "code": code,
+                "verdict": "no summary", "p99_ms": None}
+    main = [p for p in s["phases"] if p.get("kind") != "warmup"][-1]
+    return {"tool": "loader", "rate": int(rate), "ok": main["ok"], "rps": main["ok"] / args.duration, "cpu_s": cpu,
+            "code": code, "verdict": "TRUSTED" if s["verdict"]["trusted"] else "UNTRUSTED",
+            "p99_ms": main["latency_ms"]["p99"]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=8)
+    ap.add_argument("--streams", type=int, default=10)
+    ap.add_argument("--rates", default="max,10000,40000")
+    ap.add_argument("--loader", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "loader"))
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    args.load_cpu = os.environ.get("LOAD_CPU", "0")
+    args.target_cpu = os.environ.get("TARGET_CPU", "1")
+    if not shutil.which("h2load"):
+        sys.exit("bench/h2.py: h2load is required (apt-get install nghttp2-client; cargo xtask setup installs it)")
+    run_dir = args.out or os.path.join("target", "bench", time.strftime("h2-%Y%m%d-%H%M%S"))
+    os.makedirs(run_dir, exist_ok=True)
+    port = free_port()
+    nginx = start_nginx(run_dir, port, args.target_cpu)
+    url = f"http://127.0.0.1:{port}/"
+    results = []
+    try:
+        for r in range(args.rounds):
+            h = h2load(args, url, os.path.join(run_dir, f"h2load-{r}.log"))
+            results.append(h)
+            print(f"round {r + 1}: h2load {h['rps']:.0f} req/s, {h['ok'] / h['cpu_s']:.0f} req/CPU-s", flush=True)
+            for rate in args.rates.split(","):
+                target = h["rps"] if rate == "max" else float(rate)
+                if target <= 0:
+                    continue
+                out = os.path.join(run_dir, f"loader-{rate}-{r}")
+                res = loader(args, url, target, out, out + ".log")
+                res["rate"] = f"max ({int(target)})" if rate == "max" else int(target)
+                res["rate_key"] = rate
+                results.append(res)
+                print(f"round {r + 1}: loader at {res['rate']}: {res['rps']:.0f} req/s, "
+                      f"{res['ok'] / max(res['cpu_s'], 1e-9):.0f} req/CPU-s, p99 {res['p99_ms']} ms, {res['verdict']}",
+                      flush=True)
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=10)
+    h2 = [x["ok"] / x["cpu_s"] for x in results if x["tool"] == "h2load" and x["cpu_s"] > 0]
+    h2_med = statistics.median(h2) if h2 else float("nan")
+    print()
+    print("| tool | rate | answered req/s | req per CPU-second | vs h2load (max) | p99 ms | loader verdict |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    print(f"| h2load -c {args.connections} -m {args.streams} | max (closed loop) | "
+          f"{statistics.median([x['rps'] for x in results if x['tool'] == 'h2load']):,.0f} | {h2_med:,.0f} | 1.00× | - | - |")
+    for key in args.rates.split(","):
+        runs = [x for x in results if x["tool"] == "loader" and x.get("rate_key") == key]
+        if not runs:
+            continue
+        per = statistics.median([x["ok"] / max(x["cpu_s"], 1e-9) for x in runs])
+        rps = statistics.median([x["rps"] for x in runs])
+        p99 = statistics.median([x["p99_ms"] for x in runs if x["p99_ms"] is not None] or [float("nan")])
+        verdicts = ", ".join(sorted({x["verdict"] for x in runs}))
+        label = "h2load's max" if key == "max" else f"{int(float(key)):,}/s"
+        print(f"| loader --http2 | {label} (open loop) | {rps:,.0f} | {per:,.0f} | {per / h2_med:.2f}× | {p99:.2f} | {verdicts} |")
+    with open(os.path.join(run_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+//! gRPC unary calls (`--grpc package.Service/Method`): the method looked up in `.proto` files
+//! compiled in-process (protox: no `protoc` needed), and each request's JSON message (the
+//! request body, filled from a data row like any body) encoded once at start-up from the
+//! method's input descriptor (prost-reflect) into a gRPC length-prefixed message.
+//!
+//! A gRPC call is an HTTP/2 POST to `/package.Service/Method` with `content-type:
+//! application/grpc` and `te: trailers`; `--deadline` travels as `grpc-timeout`, `-H`
+//! headers as metadata. The answer's `grpc-status` (in the trailers, or in the headers of a
+//! trailers-only answer) decides the outcome; the engine reads it (engine/http2).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
+
+use super::input::Raw;
+use super::values::duration_at_most;
+use crate::error::InputError;
+
+/// Longest `--deadline` (gRPC's `grpc-timeout` carries at most 8 digits of its unit).
+const MAX_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// A validated gRPC method.
+#[derive(Debug, Clone)]
+pub struct GrpcSpec {
+    /// The HTTP/2 path: `/package.Service/Method`.
+    pub path: String,
+    /// The method's input message, to encode requests with.
+    pub input: MessageDescriptor,
+    /// Sent as `grpc-timeout`, if given.
+    pub deadline: Option<Duration>,
+}
+
+impl GrpcSpec {
+    /// The headers every call carries (before the user's metadata).
+    pub fn headers(&self) -> Vec<(String, String)> {
+        let mut h = vec![("content-type".into(), "application/grpc".into()), ("te".into(), "trailers".into())];
+        if let Some(d) = self.deadline {
+            // Milliseconds, rounded up: a deadline is never shortened.
+            h.push(("grpc-timeout".into(), format!("{}m", d.as_micros().div_ceil(1000))));
+        }
+        h
+    }
+
+    /// A JSON message → a gRPC length-prefixed message (uncompressed).
+    pub fn frame(&self, json: &[u8]) -> Result<Vec<u8>, String> {
+        let mut de = serde_json::Deserializer::from_slice(json);
+        let message = DynamicMessage::deserialize(self.input.clone(), &mut de)
+            .and_then(|m| de.end().map(|()| m))
+            .map_err(|e| format!("not a {} in JSON: {e}", self.input.full_name()))?;
+        let bytes = prost::Message::encode_to_vec(&message);
+        let len = u32::try_from(bytes.len()).map_err(|_| "message larger than 4 GiB".to_string())?;
+        let mut out = Vec::with_capacity(5 + bytes.len());
+        out.push(0);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&bytes);
+        Ok(out)
+    }
+}
+
+/// `--grpc` with `--proto` (and `--proto-path`), `--deadline`; `None` without `--grpc`.
+pub(crate) fn from_raw(raw: &Raw) -> Result<Option<GrpcSpec>, InputError> {
+    let Some(method) = &raw.grpc else {
+        let stray =
+            raw.protos.first().map(|g| g.origin.label()).or_else(|| raw.deadline.as_ref().map(|g| g.origin.label()));
+        if let Some(key) = stray {
+            return Err(InputError::new(key, "only with a gRPC method (--grpc package.Service/Method)"));
+        }
+        return Ok(None);
+    };
+    let key = method.origin.label();
+    let (service, name) = method
+        .value
+        .trim_start_matches('/')
+        .rsplit_once('/')
+        .filter(|(s, m)| !s.is_empty() && !m.is_empty())
+        .ok_or_else(|| InputError::new(&key, format!("expected package.Service/Method, got {:?}", method.value)))?;
+    if raw.protos.is_empty() {
+        return Err(InputError::new(
+            &key,
+            "needs the service's .proto file (--proto FILE); server reflection is not supported yet",
+        ));
+    }
+    let files: Vec<PathBuf> = raw.protos.iter().map(|g| g.value.clone()).collect();
+    let mut includes: Vec<PathBuf> = raw.proto_paths.iter().map(|g| g.value.clone()).collect();
+    if includes.is_empty() {
+        // Each file's own directory, as `protoc -I` would be told.
+        for f in &files {
+            let dir =
+                f.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), PathBuf::from);
+            if !includes.contains(&dir) {
+                includes.push(dir);
+            }
+        }
+    }
+    let proto_key = raw.protos[0].origin.label();
+    let set = protox::compile(&files, &includes).map_err(|e| InputError::new(&proto_key, one_line(&e.to_string())))?;
+    let pool = DescriptorPool::from_file_descriptor_set(set)
+        .map_err(|e| InputError::new(&proto_key, one_line(&e.to_string())))?;
+    let svc = pool.get_service_by_name(service).ok_or_else(|| {
+        let known: Vec<String> = pool.services().map(|s| s.full_name().to_string()).collect();
+        InputError::new(&key, format!("no service {service} in the .proto files (services: {})", known.join(", ")))
+    })?;
+    let m = svc.methods().find(|m| m.name() == name).ok_or_else(|| {
+        let known: Vec<String> = svc.methods().map(|m| m.name().to_string()).collect();
+        InputError::new(&key, format!("no method {name} in {service} (methods: {})", known.join(", ")))
+    })?;
+    if m.is_client_streaming() || m.is_server_streaming() {
+        return Err(InputError::new(
+            &key,
+            format!("{service}/{name} is a streaming method; only unary calls are supported"),
+        ));
+    }
+    let deadline = raw.deadline.as_ref().map(|g| duration_at_most(g, MAX_DEADLINE, "1 hour")).transpose()?;
+    if deadline.is_some_and(|d| d.is_zero()) {
+        return Err(InputError::new(
+            raw.deadline.as_ref().map_or(String::new(), |g| g.origin.label()),
+            "must be above zero",
+        ));
+    }
+    Ok(Some(GrpcSpec { path: format!("/{service}/{name}"), input: m.input(), deadline }))
+}
+
+/// A multi-line compiler message on one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,142 @@
+//! `loader run --grpc` (unary calls over HTTP/2): against a server not written here (Python
+//! grpcio from PyPI, tests/grpc_server.py, installed by `cargo xtask setup` into
+//! target/py-tools) and the built-in target's injected statuses — counts per grpc-status
+//! exact — plus the one-line input errors.
+
+use loader_tests::common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Target, loader_run, out_dir, phase};
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn proto() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/echo.proto").display().to_string()
+}
+
+#[test]
+fn builtin_target_statuses_are_counted_per_code() {
+    let target = Target::start(&["--grpc", "--grpc-status", "UNAVAILABLE=0.25"]);
+    let out = out_dir("grpc-builtin");
+    std::fs::create_dir_all(&out).unwrap();
+    let rows = out.join("names.csv");
+    std::fs::write(&rows, "name\nada\nbob\ncy\n").unwrap();
+    let (output, summary) = loader_run(
+        &[
+            "--url",
+            &target.url(),
+            "--grpc",
+            "demo.v1.Echo/Say",
+            "--proto",
+            &proto(),
+            "--body",
+            r#"{"name": "{{name}}", "count": 2}"#,
+            "--data",
+            rows.to_str().unwrap(),
+            "--deadline",
+            "2s",
+            "--rate",
+            "500",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--no-probes",
+        ],
+        &out,
+        Duration::from_secs(30),
+    );
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(main["grpc"], serde_json::json!({"OK": 750, "UNAVAILABLE": 250}), "{main}");
+    assert_eq!(u(&main["ok"]), 750);
+    assert_eq!(u(&main["errors"]["grpc"]), 250, "non-OK counts against the error budget: {main}");
+    assert_eq!(s["run"]["protocol"], "h2");
+    assert_eq!(u(&s["data"]["distinct_sent"]), 3, "{}", s["data"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("grpc-status main: OK 750, UNAVAILABLE 250"), "{text}");
+}
+
+/// The py-tools directory `cargo xtask setup` installs grpcio into, if it holds grpcio.
+fn grpcio() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/py-tools");
+    if dir.join("grpc").is_dir() {
+        return Some(dir);
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must have grpcio (cargo xtask setup installs it)");
+    eprintln!("skipped: grpcio is not installed in {} (cargo xtask setup)", dir.display());
+    None
+}
+
+#[test]
+fn grpcio_server_codes_exact_and_latency_from_its_delay() {
+    let Some(py) = grpcio() else { return };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("grpc_server.py");
+    let mut server = Command::new("python3")
+        .arg(&script)
+        .args(["--delay-ms", "5", "--fail-every", "5", "--code", "RESOURCE_EXHAUSTED"])
+        .env("PYTHONPATH", &py)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a line").expect("readable");
+    let port = first.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected: {first}"));
+    let url = format!("http://127.0.0.1:{port}/");
+    let out = out_dir("grpc-grpcio");
+    let (output, summary) = loader_run(
+        &["--url", &url, "--grpc", "demo.v1.Echo/Say", "--proto", &proto(), "--rate", "200", "--duration", "2s"],
+        &out,
+        Duration::from_secs(30),
+    );
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGTERM) };
+    let truth = lines.next().and_then(Result::ok).unwrap_or_default();
+    let _ = server.wait();
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(truth, "sent OK=320 RESOURCE_EXHAUSTED=80", "the server's own count");
+    assert_eq!(main["grpc"], serde_json::json!({"OK": 320, "RESOURCE_EXHAUSTED": 80}), "{main}");
+    let p50 = main["latency_ms"]["p50"].as_f64().unwrap();
+    // 5 ms of sleep plus Python's own time per call.
+    assert!((5.0..6.5).contains(&p50), "p50 {p50} ms for a server that waits 5 ms");
+}
+
+#[test]
+fn grpc_input_errors_are_one_line() {
+    let out = out_dir("grpc-errors");
+    let url = "http://127.0.0.1:9/";
+    let p = proto();
+    common::assert_flag_error(
+        &["--url", url, "--grpc", "demo.v1.Echo/Nope", "--proto", &p, "--rate", "1"],
+        "--grpc",
+        &out,
+    );
+    common::assert_flag_error(
+        &["--url", url, "--grpc", "demo.v1.Echo/Stream", "--proto", &p, "--rate", "1"],
+        "--grpc",
+        &out,
+    );
+    common::assert_flag_error(&["--url", url, "--grpc", "Say", "--proto", &p, "--rate", "1"], "--grpc", &out);
+    common::assert_flag_error(&["--url", url, "--grpc", "demo.v1.Echo/Say", "--rate", "1"], "--grpc", &out);
+    common::assert_flag_error(&["--url", url, "--proto", &p, "--rate", "1"], "--proto", &out);
+    common::assert_flag_error(
+        &["--url", url, "--grpc", "demo.v1.Echo/Say", "--proto", "/nonexistent.proto", "--rate", "1"],
+        "--proto",
+        &out,
+    );
+    let (output, _) = loader_run(
+        &["--url", url, "--grpc", "demo.v1.Echo/Say", "--proto", &p, "--body", r#"{"nmae": 1}"#, "--rate", "1"],
+        &out,
+        Duration::from_secs(10),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.lines().count() == 1 && stderr.contains("demo.v1.SayRequest"), "{stderr}");
+}
