@@ -86,7 +86,7 @@ async fn exchange(
         st.slots[c].active = st.slots[c].active.saturating_sub(1);
     }
     match outcome {
-        Ok(Ok(Answer { status, grpc: Some((code, message)) })) if status == 200 => {
+        Ok(Ok(Answer { status: 200, grpc: Some((code, message)) })) => {
             st.record.on_grpc(f.phase, f.intended_ns, f.sent_ns, now, code, &message);
             if code == 0 {
                 st.ok += 1;
