@@ -35,6 +35,7 @@ const KNOWN_CLASSES: &[&str] = &[
     "io_error",
     "stream_reset",
     "connection_error",
+    "grpc",
     "dropped",
     "aborted",
     "unsent",
