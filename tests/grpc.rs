@@ -131,6 +131,16 @@ fn grpc_input_errors_are_one_line() {
         "--proto",
         &out,
     );
+    // The same from a scenario's [grpc], named by file, line and key.
+    std::fs::create_dir_all(&out).unwrap();
+    let scenario = out.join("nope.toml");
+    std::fs::write(
+        &scenario,
+        format!("[grpc]\nmethod = \"demo.v1.Echo/Nope\"\nproto = [{p:?}]\n\n[target]\nurl = \"{url}\"\n\n[profile]\nrate = 1\n"),
+    )
+    .unwrap();
+    let key = format!("{}:2:10: grpc.method", scenario.display());
+    common::assert_flag_error(&[scenario.to_str().unwrap()], &key, &out);
     let (output, _) = loader_run(
         &["--url", url, "--grpc", "demo.v1.Echo/Say", "--proto", &p, "--body", r#"{"nmae": 1}"#, "--rate", "1"],
         &out,

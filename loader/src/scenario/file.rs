@@ -9,7 +9,7 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -36,6 +36,16 @@ struct Doc {
     capacity: S<CapacityTable>,
     output: S<OutputTable>,
     data: S<DataTable>,
+    grpc: S<GrpcTable>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrpcTable {
+    method: S<String>,
+    proto: S<Vec<String>>,
+    import_paths: S<Vec<String>>,
+    deadline: S<DurationText>,
 }
 
 #[derive(Deserialize)]
@@ -462,6 +472,27 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
     }
     if let Some(t) = capacity {
         take!(raw, t, "capacity", margin, peak);
+    }
+    if let Some(t) = doc.grpc {
+        section("grpc", t.span());
+        let t = t.into_inner();
+        raw.grpc = t.method.map(|v| src.given("grpc.method", v));
+        let paths = |v: Option<Spanned<Vec<String>>>, key: &'static str| -> Vec<_> {
+            v.map(|v| {
+                let span = v.span();
+                v.into_inner()
+                    .into_iter()
+                    .map(|p| src.given(key, Spanned::new(span.clone(), PathBuf::from(p))))
+                    .collect()
+            })
+            .unwrap_or_default()
+        };
+        raw.protos = paths(t.proto, "grpc.proto");
+        raw.proto_paths = paths(t.import_paths, "grpc.import_paths");
+        raw.deadline = t.deadline.map(|v| {
+            let span = v.span();
+            src.given("grpc.deadline", Spanned::new(span, v.into_inner().0))
+        });
     }
     if let Some(t) = data {
         raw.data = t.file.map(|v| {

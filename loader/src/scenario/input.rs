@@ -252,8 +252,12 @@ impl Raw {
         }
         put(&mut self.max_streams, "--max-streams", a.max_streams.map(i64::from));
         put(&mut self.grpc, "--grpc", a.grpc.clone());
-        self.protos = a.protos.iter().map(|p| Given::flag("--proto", p.clone())).collect();
-        self.proto_paths = a.proto_paths.iter().map(|p| Given::flag("--proto-path", p.clone())).collect();
+        if !a.protos.is_empty() {
+            self.protos = a.protos.iter().map(|p| Given::flag("--proto", p.clone())).collect();
+        }
+        if !a.proto_paths.is_empty() {
+            self.proto_paths = a.proto_paths.iter().map(|p| Given::flag("--proto-path", p.clone())).collect();
+        }
         put(&mut self.deadline, "--deadline", a.deadline.clone());
         put(&mut self.method, "--method", a.method.clone());
         self.headers = a.headers.iter().map(|h| Given::flag("--header", h.clone())).collect();

@@ -211,3 +211,14 @@ fn classify(e: h2::Error) -> Fail {
     }
     Fail::Class(ErrorClass::ConnectionError, Cow::Owned(format!("HTTP/2 error: {e}")))
 }
+
+/// What one stream's answer comes to, from the bytes a server sends on a fresh connection
+/// (the fuzz target `http2_response`): the same reading and classification as a run, as text.
+pub(super) async fn outcome_of(response: h2::client::ResponseFuture, max_body: u64, grpc: bool) -> String {
+    match read(response, max_body, grpc).await {
+        Ok(Answer { status, grpc: None }) => format!("status {status}"),
+        Ok(Answer { status, grpc: Some((code, message)) }) => format!("status {status} grpc {code} {message}"),
+        Err(Fail::Unprocessed) => "not processed: sent again".into(),
+        Err(Fail::Class(class, message)) => format!("{}: {message}", class.as_str()),
+    }
+}

@@ -1,0 +1,25 @@
+//! Fuzz the HTTP/2 engine's reading of an answer: whatever a server sends on a fresh
+//! connection (its SETTINGS, HEADERS, DATA, trailers, RST_STREAM, GOAWAY, WINDOW_UPDATE, …
+//! or garbage), the `h2` client and the loader's reading and classification of the one
+//! stream (status, body with flow-control credit returned, gRPC status from headers or
+//! trailers, error classes) must end without a panic, within the 50 ms bound.
+//!
+//! Input: 1 control byte, then the server's bytes.
+//!
+//! - byte 0: bit 0 — read the answer as a gRPC call; bits 1–2 — the body limit, one of
+//!   [`MAX_BODIES`].
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+/// Body limits to choose from: small ones reach the limit check with short inputs.
+const MAX_BODIES: [u64; 4] = [0, 8, 1 << 16, u64::MAX];
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&control, wire)) = data.split_first() else { return };
+    let grpc = control & 1 == 1;
+    let max_body = MAX_BODIES[usize::from((control >> 1) & 3)];
+    let outcome = loader::engine::http2::answer_from_wire(wire, max_body, grpc);
+    assert!(!outcome.is_empty());
+});
