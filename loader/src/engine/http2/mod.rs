@@ -205,7 +205,8 @@ pub(super) fn run_shard(mut cfg: ShardConfig, h2: Arc<Http2>) -> Result<ShardRes
     };
     let ended = local.block_on(
         &runtime,
-        Shard { ctx: Rc::clone(&ctx), schedule, timer, woke_at: 0, wake_target: 0, copy_due: 0 }.run(),
+        Shard { ctx: Rc::clone(&ctx), schedule, timer, woke_at: 0, wake_target: 0, copy_due: 0, batch_ns: 0, wakes: 0 }
+            .run(),
     );
     // Every task (streams, connections) ends with the runtime; then the state is ours alone.
     drop(local);
@@ -237,6 +238,9 @@ struct Shard {
     wake_target: u64,
     /// When the live metrics endpoint gets its next copy of the record.
     copy_due: u64,
+    /// The batching window now (see `window`), and wake-ups since it was last computed.
+    batch_ns: u64,
+    wakes: u64,
 }
 
 impl Shard {
@@ -263,7 +267,8 @@ impl Shard {
                 continue;
             };
             if due_ns > now {
-                self.wait(due_ns.min(now + MAX_WAIT_NS)).await;
+                let wake = due_ns + self.window();
+                self.wait(wake.min(now + MAX_WAIT_NS)).await;
                 continue;
             }
             let woke = ctx.cfg.clock.now_ns();
@@ -286,6 +291,24 @@ impl Shard {
 
     fn stopping(&self) -> bool {
         self.ctx.cfg.stop.load(Ordering::Relaxed) || self.ctx.cfg.halt.load(Ordering::Relaxed)
+    }
+
+    /// How long past a due send the shard may sleep so that the sends due meanwhile share
+    /// its wake-up — the HTTP/1.1 shards' batching (`engine::pace`): from 20,000 req/s per
+    /// shard (or `--wake-window`), the p99 of the shard's own measured wake-up lateness
+    /// within the window's bounds, so batching moves no send later than the host's jitter
+    /// already does; 0 (a wake-up per send) below. Re-read every 256 wake-ups.
+    fn window(&mut self) -> u64 {
+        let pace = self.ctx.cfg.pace;
+        if pace.batch_ns == 0 {
+            return 0;
+        }
+        self.wakes = self.wakes.wrapping_add(1);
+        if self.wakes % 256 == 1 {
+            let late = self.ctx.state.borrow().record.wake_lateness.value_at_quantile(0.99) * 1000;
+            self.batch_ns = pace.window(late);
+        }
+        self.batch_ns
     }
 
     /// The intended time of the next request to send: a retry first, else the schedule's.

@@ -27,6 +27,10 @@ impl AsRawFd for Fd {
 pub(super) struct Timer {
     fd: AsyncFd<Fd>,
     clock: Clock,
+    /// The instant the timer is armed for (run time; 0: not armed). Arming is a system call
+    /// that costs as much as the wake-up on a VM: a sleep to the same instant after an
+    /// interrupted one does not arm it again.
+    armed: std::cell::Cell<u64>,
 }
 
 impl Timer {
@@ -36,7 +40,7 @@ impl Timer {
         // SAFETY: the AsyncFd owns the timerfd, so the descriptor stays open (and is the same
         // file) for as long as it is registered.
         let fd = unsafe { AsyncFd::register(Fd(fd)) }.map_err(|e| e.into_parts().1)?;
-        Ok(Timer { fd, clock })
+        Ok(Timer { fd, clock, armed: std::cell::Cell::new(0) })
     }
 
     /// Sleep until `at_ns` (run time); returns at once if it has passed. Another branch of a
@@ -47,12 +51,15 @@ impl Timer {
         if at_ns <= now {
             return;
         }
-        let at = self.clock.absolute(at_ns);
-        let spec = TimeSpec::new(at.as_secs() as i64, i64::from(at.subsec_nanos()));
-        if self.fd.get_ref().0.set(Expiration::OneShot(spec), TimerSetTimeFlags::TFD_TIMER_ABSTIME).is_err() {
-            // Cannot happen with a valid fd and time; a coarse sleep keeps the schedule going.
-            tokio::time::sleep(std::time::Duration::from_nanos(at_ns - now)).await;
-            return;
+        if self.armed.get() != at_ns {
+            let at = self.clock.absolute(at_ns);
+            let spec = TimeSpec::new(at.as_secs() as i64, i64::from(at.subsec_nanos()));
+            if self.fd.get_ref().0.set(Expiration::OneShot(spec), TimerSetTimeFlags::TFD_TIMER_ABSTIME).is_err() {
+                // Cannot happen with a valid fd and time; a coarse sleep keeps the schedule going.
+                tokio::time::sleep(std::time::Duration::from_nanos(at_ns - now)).await;
+                return;
+            }
+            self.armed.set(at_ns);
         }
         while self.clock.now_ns() < at_ns {
             let Ok(mut ready) = self.fd.readable().await else { return };
@@ -64,5 +71,6 @@ impl Timer {
             }
             ready.clear_ready();
         }
+        self.armed.set(0);
     }
 }
