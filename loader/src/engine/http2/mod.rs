@@ -414,6 +414,16 @@ impl Shard {
         if ctx.state.borrow().open > 0 {
             return;
         }
+        // Those waiting for a connection first (a request the server did not process and that
+        // cannot go again is in flight until now), then the schedule's due ones.
+        let waiting: Vec<Flight> = ctx.state.borrow_mut().retries.drain(..).collect();
+        for f in waiting {
+            let mut st = ctx.state.borrow_mut();
+            if f.counted {
+                st.in_flight -= 1;
+            }
+            st.fail(&f, at.max(f.intended_ns), ErrorClass::Connect, Cow::Owned(why.clone()));
+        }
         while let Some(due) = self.schedule.peek().filter(|d| d.intended_ns <= now) {
             let f = self.take(due, now);
             ctx.state.borrow_mut().fail(&f, at.max(f.intended_ns), ErrorClass::Connect, Cow::Owned(why.clone()));
