@@ -131,6 +131,12 @@ fn grpc_input_errors_are_one_line() {
         "--proto",
         &out,
     );
+    // A device never ends: refused before it is read.
+    common::assert_flag_error(
+        &["--url", url, "--grpc", "demo.v1.Echo/Say", "--proto", "/dev/zero", "--rate", "1"],
+        "--proto",
+        &out,
+    );
     // The same from a scenario's [grpc], named by file, line and key.
     std::fs::create_dir_all(&out).unwrap();
     let scenario = out.join("nope.toml");

@@ -6,8 +6,9 @@
 //! to `loader run` as its command line, so flags and file are merged as in a real run; a
 //! command line clap rejects leaves the file alone with no flags.
 //!
-//! Kept off the network and the file system: `--cacert` and `--data` are dropped (they name
-//! files to read; a scenario's `[data]` file is read bounded, and only a regular file), and
+//! Kept off the network and the file system: `--cacert`, `--data`, `--proto` and
+//! `--proto-path` are dropped (they name files to read; a scenario's `[data]` file and
+//! `[grpc]` .proto files are read bounded, and only regular files), and
 //! a URL whose host is a name, not an address, is planned against 127.0.0.1 with the same
 //! scheme, port and path (resolving a name would ask DNS).
 //!
@@ -130,6 +131,8 @@ fuzz_target!(|data: &[u8]| {
     let mut args = flags(data);
     args.cacert = None;
     args.data = None;
+    args.protos.clear();
+    args.proto_paths.clear();
     let path = scenario_path();
     std::fs::write(path, data).expect("write the scenario file");
     args.scenario = Some(path.clone());

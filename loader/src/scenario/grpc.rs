@@ -19,6 +19,8 @@ use crate::error::InputError;
 
 /// Longest `--deadline` (gRPC's `grpc-timeout` carries at most 8 digits of its unit).
 const MAX_DEADLINE: Duration = Duration::from_secs(3600);
+/// Largest `.proto` file read.
+const MAX_PROTO_BYTES: u64 = 16 << 20;
 
 /// A validated gRPC method.
 #[derive(Debug, Clone)]
@@ -91,6 +93,19 @@ pub(crate) fn from_raw(raw: &Raw) -> Result<Option<GrpcSpec>, InputError> {
             if !includes.contains(&dir) {
                 includes.push(dir);
             }
+        }
+    }
+    // Only regular files of a sane size: a FIFO or a device would never end.
+    for g in &raw.protos {
+        match std::fs::metadata(&g.value) {
+            Ok(m) if m.is_file() && m.len() <= MAX_PROTO_BYTES => {}
+            Ok(m) if m.is_file() => {
+                return Err(InputError::new(g.origin.label(), format!("{} is larger than 16 MiB", g.value.display())));
+            }
+            Ok(_) => {
+                return Err(InputError::new(g.origin.label(), format!("{} is not a regular file", g.value.display())));
+            }
+            Err(e) => return Err(InputError::new(g.origin.label(), format!("cannot read {}: {e}", g.value.display()))),
         }
     }
     let proto_key = raw.protos[0].origin.label();
