@@ -39,14 +39,9 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // The demo (no URL): the built-in target as a child process, so that its threads never
     // count as the loader's in the probes and the health figures.
     let builtin = match spec.target {
-        Target::BuiltIn => Some(
-            target::child::spawn(&match (&spec.grpc, spec.http2) {
-                (Some(_), _) => vec!["--threads".to_string(), "1".to_string(), "--grpc".to_string()],
-                (None, Some(_)) => vec!["--threads".to_string(), "1".to_string(), "--http2".to_string()],
-                (None, None) => vec!["--threads".to_string(), "1".to_string()],
-            })
-            .context("cannot start the built-in target")?,
-        ),
+        Target::BuiltIn => {
+            Some(target::child::spawn(&builtin_target_flags(&spec)).context("cannot start the built-in target")?)
+        }
         Target::Url(_) => None,
     };
     let url = match (&spec.target, &builtin) {
@@ -299,4 +294,15 @@ fn run_once(
 fn default_out_dir() -> PathBuf {
     let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string().replace(':', "");
     PathBuf::from("out").join(stamp)
+}
+
+/// The built-in target's flags for a demo run: one thread, speaking the run's protocol.
+fn builtin_target_flags(spec: &Spec) -> Vec<String> {
+    let mut flags = vec!["--threads".to_string(), "1".to_string()];
+    if spec.grpc.is_some() {
+        flags.push("--grpc".into());
+    } else if spec.http2.is_some() {
+        flags.push("--http2".into());
+    }
+    flags
 }

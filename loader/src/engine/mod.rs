@@ -273,6 +273,30 @@ pub fn run_shard(cfg: ShardConfig) -> Result<ShardResult, EngineError> {
     Ok(shard::Shard::new(cfg)?.run())
 }
 
+/// The end of a stopped shard's schedule: what was due by `stopped_at` and never sent is
+/// `aborted` at `now` (a lower bound of its latency), what was not yet due `unsent`. Returns
+/// how many were aborted (the shard's error count grows by as many).
+fn account_stopped_schedule(record: &mut ShardRecord, schedule: &mut ShardSchedule, now: u64, stopped_at: u64) -> u64 {
+    let mut aborted = 0;
+    while let Some(due) = schedule.peek().filter(|d| d.intended_ns <= stopped_at) {
+        record.on_failure(
+            due.phase,
+            due.intended_ns,
+            now,
+            crate::record::ErrorClass::Aborted,
+            std::borrow::Cow::Borrowed(
+                "due but not yet sent when the run stopped (latency recorded then: a lower bound)",
+            ),
+        );
+        aborted += 1;
+        schedule.advance();
+    }
+    for (phase, n) in schedule.remaining() {
+        record.on_unsent(phase, n);
+    }
+    aborted
+}
+
 /// Whether `method` is idempotent (RFC 9110 §9.2.2).
 pub fn is_idempotent(method: &str) -> bool {
     matches!(method.to_ascii_uppercase().as_str(), "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE")

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use super::{ErrorClass, ShardRecord, us};
+use super::{ErrorClass, ShardRecord};
 
 /// Status codes 0 (OK) to 16 (UNAUTHENTICATED); an unknown code counts as UNKNOWN (2), as
 /// gRPC's clients read it.
@@ -39,23 +39,13 @@ impl ShardRecord {
     pub fn on_grpc(&mut self, phase: usize, intended_ns: u64, sent_ns: u64, done_ns: u64, code: u32, message: &str) {
         let code = if (code as usize) < GRPC_CODES { code as usize } else { 2 };
         self.phases[phase].grpc[code] += 1;
-        if code == 0 {
-            self.on_response(phase, intended_ns, sent_ns, done_ns, 200);
-            return;
-        }
-        let latency_us = us(done_ns.saturating_sub(intended_ns));
-        let second = self.second(done_ns);
-        second.latency.record(latency_us);
-        second.errors[ErrorClass::Grpc as usize] += 1;
-        let p = &mut self.phases[phase];
-        p.latency.saturating_record(latency_us);
-        p.service.saturating_record(us(done_ns.saturating_sub(sent_ns)));
-        p.errors[ErrorClass::Grpc as usize] += 1;
-        let detail = if message.is_empty() {
-            Cow::Borrowed(code_name(code))
-        } else {
-            Cow::Owned(format!("{}: {}", code_name(code), message.chars().take(120).collect::<String>()))
-        };
-        self.details.note(ErrorClass::Grpc, detail, 1);
+        let class = (code != 0).then_some(ErrorClass::Grpc);
+        self.on_answer(phase, intended_ns, sent_ns, done_ns, class, || {
+            if message.is_empty() {
+                Cow::Borrowed(code_name(code))
+            } else {
+                Cow::Owned(format!("{}: {}", code_name(code), message.chars().take(120).collect::<String>()))
+            }
+        });
     }
 }

@@ -318,13 +318,28 @@ impl ShardRecord {
     /// A response with `status` completed at `done_ns`.
     #[inline]
     pub fn on_response(&mut self, phase: usize, intended_ns: u64, sent_ns: u64, done_ns: u64, status: u16) {
+        self.on_answer(phase, intended_ns, sent_ns, done_ns, ErrorClass::of_status(status), || status_message(status));
+    }
+
+    /// An answer completed at `done_ns`: latency and service time recorded, then ok (`class`
+    /// `None`) or an error of `class` with the detail `message` (built on failures only).
+    #[inline]
+    pub(crate) fn on_answer(
+        &mut self,
+        phase: usize,
+        intended_ns: u64,
+        sent_ns: u64,
+        done_ns: u64,
+        class: Option<ErrorClass>,
+        message: impl FnOnce() -> Cow<'static, str>,
+    ) {
         let in_window = self.window_of(done_ns);
         let latency_us = us(done_ns.saturating_sub(intended_ns));
         self.second(done_ns).latency.record(latency_us);
         let p = &mut self.phases[phase];
         p.latency.saturating_record(latency_us);
         p.service.saturating_record(us(done_ns.saturating_sub(sent_ns)));
-        match ErrorClass::of_status(status) {
+        match class {
             None => {
                 p.ok += 1;
                 if let Some(w) = in_window {
@@ -335,7 +350,7 @@ impl ShardRecord {
             Some(class) => {
                 p.errors[class as usize] += 1;
                 self.second(done_ns).errors[class as usize] += 1;
-                self.details.note(class, status_message(status), 1);
+                self.details.note(class, message(), 1);
             }
         }
     }

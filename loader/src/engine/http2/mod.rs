@@ -459,20 +459,7 @@ impl Shard {
                 "in flight when the run stopped (latency recorded then: a lower bound)".into(),
             );
         }
-        while let Some(due) = self.schedule.peek().filter(|d| d.intended_ns <= stopped_at) {
-            st.record.on_failure(
-                due.phase,
-                due.intended_ns,
-                now,
-                ErrorClass::Aborted,
-                Cow::Borrowed("due but not yet sent when the run stopped (latency recorded then: a lower bound)"),
-            );
-            st.errors += 1;
-            self.schedule.advance();
-        }
-        for (phase, n) in self.schedule.remaining() {
-            st.record.on_unsent(phase, n);
-        }
+        st.errors += super::account_stopped_schedule(&mut st.record, &mut self.schedule, now, stopped_at);
         st.in_flight = 0;
     }
 

@@ -314,20 +314,7 @@ impl Shard {
                 );
             }
         }
-        while let Some(due) = self.schedule.peek().filter(|d| d.intended_ns <= stopped_at) {
-            self.record.on_failure(
-                due.phase,
-                due.intended_ns,
-                now,
-                ErrorClass::Aborted,
-                Cow::Borrowed("due but not yet sent when the run stopped (latency recorded then: a lower bound)"),
-            );
-            self.errors += 1;
-            self.schedule.advance();
-        }
-        for (phase, n) in self.schedule.remaining() {
-            self.record.on_unsent(phase, n);
-        }
+        self.errors += crate::engine::account_stopped_schedule(&mut self.record, &mut self.schedule, now, stopped_at);
         self.in_flight = 0;
     }
 }
