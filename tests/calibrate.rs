@@ -174,7 +174,25 @@ fn a_lower_bound_certificate_annotates_at_80_percent_and_not_at_40() {
     write(&file, &c);
     let f = file.to_str().unwrap();
 
-    let (output, s) = run_at("800", "cert-lower-80", &["--certificate", f], &[]);
+    // What this test is about is the certificate's reason; a 2 s run without probes on a
+    // shared VM is sometimes judged for the host's doing as well (CI: one run's send lag,
+    // with the steal the verdict cannot see without probes). Such a run says nothing about
+    // `cert_ceiling`: run again, printing why, up to 3 runs; the last is judged whatever.
+    let mut attempt = 1;
+    let (output, s) = loop {
+        let (output, s) = run_at("800", &format!("cert-lower-80-{attempt}"), &["--certificate", f], &[]);
+        let others: Vec<&Value> = s["verdict"]["reasons"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["invalidates"] == true && r["code"] != "cert_ceiling")
+            .collect();
+        if others.is_empty() || attempt == 3 {
+            break (output, s);
+        }
+        eprintln!("run {attempt} of 3 was judged for something else than the certificate, running again: {others:?}");
+        attempt += 1;
+    };
     let cert = &s["loader"]["certificate"];
     assert_eq!(cert["ceiling_rps"], 1000.0, "{}", show(&output));
     assert_eq!(cert["lower_bound"], true);
@@ -182,7 +200,7 @@ fn a_lower_bound_certificate_annotates_at_80_percent_and_not_at_40() {
     let reason = reason.unwrap_or_else(|| panic!("cert_ceiling expected: {:?}", codes(&s)));
     assert_eq!(reason["invalidates"], false, "{reason}");
     assert!(reason["detail"].as_str().unwrap().contains("lower bound"), "{reason}");
-    assert_eq!(s["verdict"]["trusted"], true, "{:?}", codes(&s));
+    assert_eq!(s["verdict"]["trusted"], true, "{}", s["verdict"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("a lower bound of its ceiling"), "{}", show(&output));
 
