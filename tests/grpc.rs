@@ -1,7 +1,8 @@
 //! `loader run --grpc` (unary calls over HTTP/2): against a server not written here (Python
 //! grpcio from PyPI, tests/grpc_server.py, installed by `cargo xtask setup` into
 //! target/py-tools) and the built-in target's injected statuses — counts per grpc-status
-//! exact — plus the one-line input errors.
+//! exact —, the method's descriptors from grpcio's server reflection, plus the one-line
+//! input errors.
 
 use loader_tests::common;
 
@@ -63,10 +64,11 @@ fn builtin_target_statuses_are_counted_per_code() {
     assert!(text.contains("grpc-status main: OK 750, UNAVAILABLE 250"), "{text}");
 }
 
-/// The py-tools directory `cargo xtask setup` installs grpcio into, if it holds grpcio.
+/// The py-tools directory `cargo xtask setup` installs grpcio (with grpcio-reflection and
+/// grpcio-tools) into, if it holds them.
 fn grpcio() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/py-tools");
-    if dir.join("grpc").is_dir() {
+    if ["grpc", "grpc_reflection", "grpc_tools"].iter().all(|d| dir.join(d).is_dir()) {
         return Some(dir);
     }
     assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must have grpcio (cargo xtask setup installs it)");
@@ -74,38 +76,112 @@ fn grpcio() -> Option<PathBuf> {
     None
 }
 
+/// tests/grpc_server.py with `args`, serving on a port of its choosing.
+struct PyServer {
+    child: std::process::Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    url: String,
+}
+
+impl PyServer {
+    fn start(py: &Path, args: &[&str]) -> PyServer {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("grpc_server.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .args(args)
+            .env("PYTHONPATH", py)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a line").expect("readable");
+        let port = first.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected: {first}"));
+        let url = format!("http://127.0.0.1:{port}/");
+        PyServer { child, lines, url }
+    }
+
+    /// Stop it; what it printed on the way out (its own counts).
+    fn stop(mut self) -> Vec<String> {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let said = self.lines.by_ref().take(4).map_while(Result::ok).collect();
+        let _ = self.child.wait();
+        said
+    }
+}
+
+impl Drop for PyServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn grpcio_server_codes_exact_and_latency_from_its_delay() {
     let Some(py) = grpcio() else { return };
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("grpc_server.py");
-    let mut server = Command::new("python3")
-        .arg(&script)
-        .args(["--delay-ms", "5", "--fail-every", "5", "--code", "RESOURCE_EXHAUSTED"])
-        .env("PYTHONPATH", &py)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a line").expect("readable");
-    let port = first.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected: {first}"));
-    let url = format!("http://127.0.0.1:{port}/");
+    let server = PyServer::start(&py, &["--delay-ms", "5", "--fail-every", "5", "--code", "RESOURCE_EXHAUSTED"]);
     let out = out_dir("grpc-grpcio");
     let (output, summary) = loader_run(
-        &["--url", &url, "--grpc", "demo.v1.Echo/Say", "--proto", &proto(), "--rate", "200", "--duration", "2s"],
+        &["--url", &server.url, "--grpc", "demo.v1.Echo/Say", "--proto", &proto(), "--rate", "200", "--duration", "2s"],
         &out,
         Duration::from_secs(30),
     );
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGTERM) };
-    let truth = lines.next().and_then(Result::ok).unwrap_or_default();
-    let _ = server.wait();
+    let truth = server.stop();
     let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
     let main = phase(&s, "main");
-    assert_eq!(truth, "sent OK=320 RESOURCE_EXHAUSTED=80", "the server's own count");
+    assert_eq!(truth.first().map(String::as_str), Some("sent OK=320 RESOURCE_EXHAUSTED=80"), "the server's own count");
     assert_eq!(main["grpc"], serde_json::json!({"OK": 320, "RESOURCE_EXHAUSTED": 80}), "{main}");
     let p50 = main["latency_ms"]["p50"].as_f64().unwrap();
     // 5 ms of sleep plus Python's own time per call.
     assert!((5.0..6.5).contains(&p50), "p50 {p50} ms for a server that waits 5 ms");
+}
+
+/// No `--proto`: the descriptors come from the server's reflection (grpcio-reflection, which
+/// serves v1alpha only: the v1 question is refused and the loader falls back), spanning the
+/// service's file, an import of it and a well-known type. What the loader encoded from them
+/// is what the server decodes with its own descriptors; without reflection the run is one
+/// line naming the way out.
+#[test]
+fn grpcio_reflection_gives_the_method_without_a_proto_file() {
+    let Some(py) = grpcio() else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/reflected");
+    let root = root.to_str().unwrap();
+    let server = PyServer::start(
+        &py,
+        &["--reflect", "demo/v1/echo.proto", "--proto-root", root, "--fail-every", "4", "--code", "UNAVAILABLE"],
+    );
+    let body = r#"{"person": {"name": "ada", "tags": ["x", "y"]}, "count": 2, "at": "2026-12-02T10:00:00Z"}"#;
+    let out = out_dir("grpc-reflection");
+    let (output, summary) = loader_run(
+        &["--url", &server.url, "--grpc", "demo.v1.Echo/Say", "--body", body, "--rate", "200", "--duration", "2s"],
+        &out,
+        Duration::from_secs(30),
+    );
+    let said = server.stop();
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    let main = phase(&s, "main");
+    assert_eq!(said.first().map(String::as_str), Some("sent OK=300 UNAVAILABLE=100"), "{said:?}");
+    assert_eq!(main["grpc"], serde_json::json!({"OK": 300, "UNAVAILABLE": 100}), "{main}");
+    let decoded = said.iter().find_map(|l| l.strip_prefix("first ")).unwrap_or_else(|| panic!("{said:?}"));
+    let decoded: serde_json::Value = serde_json::from_str(decoded).unwrap();
+    assert_eq!(decoded, serde_json::from_str::<serde_json::Value>(body).unwrap(), "what the server decoded");
+
+    // The same method against a server without reflection: one line, exit 1, naming --proto.
+    let bare = PyServer::start(&py, &[]);
+    let (output, summary) = loader_run(
+        &["--url", &bare.url, "--grpc", "demo.v1.Echo/Say", "--rate", "10", "--duration", "1s"],
+        &out_dir("grpc-no-reflection"),
+        Duration::from_secs(30),
+    );
+    drop(bare);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!((output.status.code(), stderr.lines().count()), (Some(1), 1), "{stderr}");
+    assert!(
+        stderr.starts_with("loader: error: --grpc: server reflection at ") && stderr.contains("UNIMPLEMENTED"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--proto FILE") && summary.is_none(), "{stderr}");
 }
 
 #[test]
@@ -124,7 +200,10 @@ fn grpc_input_errors_are_one_line() {
         &out,
     );
     common::assert_flag_error(&["--url", url, "--grpc", "Say", "--proto", &p, "--rate", "1"], "--grpc", &out);
+    // No --proto: server reflection, which nothing at this address answers.
     common::assert_flag_error(&["--url", url, "--grpc", "demo.v1.Echo/Say", "--rate", "1"], "--grpc", &out);
+    // The built-in target has no reflection to offer: refused before it starts.
+    common::assert_flag_error(&["--grpc", "demo.v1.Echo/Say", "--rate", "1"], "--grpc", &out);
     common::assert_flag_error(&["--url", url, "--proto", &p, "--rate", "1"], "--proto", &out);
     common::assert_flag_error(
         &["--url", url, "--grpc", "demo.v1.Echo/Say", "--proto", "/nonexistent.proto", "--rate", "1"],

@@ -5,8 +5,15 @@ Serves demo.v1.Echo/Say (tests/data/echo.proto) with raw bytes: every call sleep
 --delay-ms, then answers an empty SayReply, except every --fail-every-th call, which ends
 with --code (a grpc.StatusCode name). Prints "listening on PORT" once it serves, and on
 SIGTERM the count of each status it sent ("sent OK=n CODE=m"), so the test knows the truth.
+
+With --reflect FILE (a .proto under --proto-root), it also serves gRPC server reflection
+(grpcio-reflection) for the services FILE defines, from descriptors compiled with
+grpcio-tools' protoc, and decodes each request with them: on SIGTERM it prints the first
+request as JSON ("first {...}"), so the test sees what the loader encoded.
 """
 import argparse
+import json
+import os
 import signal
 import sys
 import threading
@@ -16,18 +23,56 @@ from concurrent import futures
 import grpc
 
 
+def reflected(root, proto):
+    """A descriptor pool of `proto` (and its imports) and the services it defines."""
+    import tempfile
+    from importlib import resources
+
+    from google.protobuf import descriptor_pb2, descriptor_pool
+    from grpc_tools import protoc
+
+    well_known = str(resources.files("grpc_tools") / "_proto")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "set.pb")
+        rc = protoc.main(["protoc", f"-I{root}", f"-I{well_known}", "--include_imports",
+                          f"--descriptor_set_out={out}", os.path.join(root, proto)])
+        if rc != 0:
+            raise SystemExit(f"protoc failed on {proto}: {rc}")
+        with open(out, "rb") as f:
+            files = descriptor_pb2.FileDescriptorSet.FromString(f.read())
+    pool = descriptor_pool.DescriptorPool()
+    for file in files.file:  # --include_imports lists imports first
+        pool.Add(file)
+    services = [f"{file.package}.{s.name}" for file in files.file if file.name == proto for s in file.service]
+    return pool, services
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--delay-ms", type=float, default=0.0)
     ap.add_argument("--fail-every", type=int, default=0)
     ap.add_argument("--code", default="UNAVAILABLE")
+    ap.add_argument("--reflect", help="serve reflection for this .proto (relative to --proto-root)")
+    ap.add_argument("--proto-root", default=".")
     args = ap.parse_args()
+    pool, services, first = None, [], []
+    decode = None
+    if args.reflect:
+        from google.protobuf import json_format, message_factory
+
+        pool, services = reflected(args.proto_root, args.reflect)
+        request_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("demo.v1.SayRequest"))
+
+        def decode(raw):
+            return json_format.MessageToDict(request_class.FromString(raw))
     code = getattr(grpc.StatusCode, args.code)
     lock = threading.Lock()
     sent = {"OK": 0, args.code: 0}
     calls = [0]
 
     def say(request, context):
+        if decode is not None and not first:
+            first.append(decode(request))
         if args.delay_ms > 0:
             time.sleep(args.delay_ms / 1000.0)
         with lock:
@@ -44,6 +89,10 @@ def main():
     )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
     server.add_generic_rpc_handlers((handler,))
+    if pool is not None:
+        from grpc_reflection.v1alpha import reflection
+
+        reflection.enable_server_reflection(services + [reflection.SERVICE_NAME], server, pool=pool)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     done = threading.Event()
@@ -52,6 +101,8 @@ def main():
     done.wait()
     server.stop(0.5).wait()
     print("sent " + " ".join(f"{k}={v}" for k, v in sent.items()), flush=True)
+    if first:
+        print("first " + json.dumps(first[0], sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":

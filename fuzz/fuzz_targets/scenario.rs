@@ -8,7 +8,9 @@
 //!
 //! Kept off the network and the file system: `--cacert`, `--data`, `--proto` and
 //! `--proto-path` are dropped (they name files to read; a scenario's `[data]` file and
-//! `[grpc]` .proto files are read bounded, and only regular files), and
+//! `[grpc]` .proto files are read bounded, and only regular files); a gRPC method left
+//! without .proto files would ask the server's reflection, which `run` does between the two
+//! calls, not `Plan::resolve` (it refuses a method with no descriptor); and
 //! a URL whose host is a name, not an address, is planned against 127.0.0.1 with the same
 //! scheme, port and path (resolving a name would ask DNS).
 //!

@@ -310,7 +310,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub grpc: Option<String>,
     /// gRPC: the .proto file defining the method (repeatable; imports resolved from
-    /// --proto-path, by default each file's directory).
+    /// --proto-path, by default each file's directory). Without it, the server's reflection.
     #[arg(long = "proto", value_name = "FILE")]
     pub protos: Vec<PathBuf>,
     /// gRPC: a directory .proto imports are looked up in (repeatable).

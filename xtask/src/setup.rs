@@ -217,23 +217,30 @@ pub fn fuzz_tools(root: bool) -> Result<()> {
 }
 
 /// Python packages from PyPI, pinned, into `target/py-tools` (not the system's Python), as
-/// (package, the directory that proves it installed): kubernetes-validate checks deploy/'s
-/// manifests offline (tests/deploy.rs); grpcio is the gRPC server not written here
-/// (tests/grpc.rs, tests/grpc_server.py).
-const PY_TOOLS: [(&str, &str); 2] =
-    [("kubernetes-validate==1.37.0", "kubernetes_validate"), ("grpcio==1.76.0", "grpc")];
+/// (packages installed together, the directory that proves they installed):
+/// kubernetes-validate checks deploy/'s manifests offline (tests/deploy.rs); grpcio is the
+/// gRPC server not written here (tests/grpc.rs, tests/grpc_server.py), with its server
+/// reflection (grpcio-reflection) and the `.proto` compiler it serves descriptors from
+/// (grpcio-tools). One pip call per group, so its pins hold against each other's
+/// dependencies (grpcio-reflection alone would pull the newest grpcio).
+const PY_TOOLS: [(&[&str], &str); 2] = [
+    (&["kubernetes-validate==1.37.0"], "kubernetes_validate"),
+    (&["grpcio==1.76.0", "grpcio-reflection==1.76.0", "grpcio-tools==1.76.0", "protobuf==6.33.6"], "grpc_tools"),
+];
 
 fn py_tools() -> Result<()> {
     let dir = cmd::workspace_root().join("target/py-tools");
-    for (package, proof) in PY_TOOLS {
+    for (packages, proof) in PY_TOOLS {
+        let names = packages.join(" ");
         if dir.join(proof).is_dir() {
-            println!("ok: {package} ({})", dir.display());
+            println!("ok: {names} ({})", dir.display());
             continue;
         }
-        println!("installing: {package} (pip, into {})", dir.display());
+        println!("installing: {names} (pip, into {})", dir.display());
         Cmd::new("python3")
             .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location"])
-            .args([std::ffi::OsStr::new("--target"), dir.as_os_str(), std::ffi::OsStr::new(package)])
+            .args([std::ffi::OsStr::new("--upgrade"), std::ffi::OsStr::new("--target"), dir.as_os_str()])
+            .args(packages.iter())
             .run()?;
     }
     Ok(())

@@ -24,7 +24,7 @@ use crate::target;
 
 /// `loader run`: every repeat of the plan, then the capacity plan over their knees.
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
-    let spec = Spec::from_run_args(args)?;
+    let mut spec = Spec::from_run_args(args)?;
     let linger = match args.metrics_linger.as_deref() {
         Some(text) => crate::scenario::parse_duration("--metrics-linger", text)?,
         None => METRICS_LINGER,
@@ -49,6 +49,10 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         (Target::BuiltIn, Some(t)) => format!("http://{}/", t.addr),
         (Target::BuiltIn, None) => unreachable!("built-in target started above"),
     };
+    // --grpc without --proto: the method's descriptors from the server's reflection.
+    if let Some(grpc) = spec.grpc.as_mut().filter(|g| g.needs_reflection()) {
+        grpc.reflect(&url, &spec.tls, spec.timeout.clamp(REFLECTION_TIMEOUT_MIN, REFLECTION_TIMEOUT_MAX))?;
+    }
     let plan = Plan::resolve(&spec, &url)?;
     let out_dir = plan.out.clone().unwrap_or_else(default_out_dir);
     // Under sudo, root is dropped after the last probe load; what it created goes to the user.
@@ -170,6 +174,10 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
 /// How long the final metrics stay served after the run by default: a few scrapes at the
 /// usual 1–2 s interval.
 const METRICS_LINGER: Duration = Duration::from_secs(5);
+/// Bounds of the time server reflection may take before the run (the run's `--timeout`
+/// within them).
+const REFLECTION_TIMEOUT_MIN: Duration = Duration::from_secs(5);
+const REFLECTION_TIMEOUT_MAX: Duration = Duration::from_secs(60);
 
 /// Keep serving the final metrics for `linger`, or until a signal arrives meanwhile.
 fn linger_for_scrapers(endpoint: &Endpoint, linger: Duration, interrupted: &AtomicBool) {

@@ -27,8 +27,12 @@ const MAX_PROTO_BYTES: u64 = 16 << 20;
 pub struct GrpcSpec {
     /// The HTTP/2 path: `/package.Service/Method`.
     pub path: String,
-    /// The method's input message, to encode requests with.
-    pub input: MessageDescriptor,
+    /// `package.Service` and `Method`, as given.
+    service: String,
+    method: String,
+    /// The method's input message, to encode requests with; `None` until server reflection
+    /// has fetched it (no `--proto`: [`GrpcSpec::reflect`], before the plan is resolved).
+    pub input: Option<MessageDescriptor>,
     /// Sent as `grpc-timeout`, if given.
     pub deadline: Option<Duration>,
 }
@@ -44,12 +48,71 @@ impl GrpcSpec {
         h
     }
 
+    /// Whether the method's descriptor is still to be fetched by server reflection.
+    pub fn needs_reflection(&self) -> bool {
+        self.input.is_none()
+    }
+
+    /// Ask the server at `url` for the service's descriptors (gRPC server reflection, v1 or
+    /// v1alpha), as grpcurl does when it is given no .proto; `tls` as for the run.
+    pub fn reflect(&mut self, url: &str, tls: &super::spec::TlsSpec, timeout: Duration) -> Result<(), InputError> {
+        let key = "--grpc";
+        let (addr, authority, _, https) = super::plan::resolve_url(url, "--url")?;
+        let tls = match https {
+            Some(name) => {
+                let plan = super::plan::tls_plan(name, tls)?;
+                let client = crate::engine::tls::TlsClient::new(plan.server_name.clone(), &plan.verify)
+                    .map_err(|e| InputError::new("--cacert", e.to_string()))?;
+                let mut config = (*client.config).clone();
+                config.alpn_protocols = vec![b"h2".to_vec()];
+                Some((std::sync::Arc::new(config), plan.server_name))
+            }
+            None => None,
+        };
+        let server = crate::engine::http2::reflect::Server { addr, authority: &authority, tls, timeout };
+        let files = crate::engine::http2::reflect::files_for_symbol(&server, &self.service)
+            .map_err(|e| InputError::new(key, format!("server reflection at {url}: {e}")))?;
+        let mut protos = Vec::with_capacity(files.len());
+        for bytes in &files {
+            let file = <prost_reflect::prost_types::FileDescriptorProto as prost::Message>::decode(bytes.as_slice())
+                .map_err(|e| {
+                    InputError::new(key, format!("server reflection at {url}: a descriptor that does not decode: {e}"))
+                })?;
+            protos.push(file);
+        }
+        let mut pool = DescriptorPool::new();
+        pool.add_file_descriptor_protos(protos)
+            .map_err(|e| InputError::new(key, format!("server reflection at {url}: {}", one_line(&e.to_string()))))?;
+        self.input = Some(self.input_in(&pool, "the server's reflection").map_err(|e| InputError::new(key, e))?);
+        Ok(())
+    }
+
+    /// The method's input message in `pool` (`source` names where the pool came from).
+    fn input_in(&self, pool: &DescriptorPool, source: &str) -> Result<MessageDescriptor, String> {
+        let (service, name) = (&self.service, &self.method);
+        let svc = pool.get_service_by_name(service).ok_or_else(|| {
+            let known: Vec<String> = pool.services().map(|s| s.full_name().to_string()).collect();
+            format!("no service {service} in {source} (services: {})", known.join(", "))
+        })?;
+        let m = svc.methods().find(|m| m.name() == name).ok_or_else(|| {
+            let known: Vec<String> = svc.methods().map(|m| m.name().to_string()).collect();
+            format!("no method {name} in {service} (methods: {})", known.join(", "))
+        })?;
+        if m.is_client_streaming() || m.is_server_streaming() {
+            return Err(format!("{service}/{name} is a streaming method; only unary calls are supported"));
+        }
+        Ok(m.input())
+    }
+
     /// A JSON message → a gRPC length-prefixed message (uncompressed).
     pub fn frame(&self, json: &[u8]) -> Result<Vec<u8>, String> {
+        let input = self.input.as_ref().ok_or_else(|| {
+            format!("{} has no descriptor: give --proto, or let server reflection fetch it first", self.service)
+        })?;
         let mut de = serde_json::Deserializer::from_slice(json);
-        let message = DynamicMessage::deserialize(self.input.clone(), &mut de)
+        let message = DynamicMessage::deserialize(input.clone(), &mut de)
             .and_then(|m| de.end().map(|()| m))
-            .map_err(|e| format!("not a {} in JSON: {e}", self.input.full_name()))?;
+            .map_err(|e| format!("not a {} in JSON: {e}", input.full_name()))?;
         let bytes = prost::Message::encode_to_vec(&message);
         let len = u32::try_from(bytes.len()).map_err(|_| "message larger than 4 GiB".to_string())?;
         let mut out = Vec::with_capacity(5 + bytes.len());
@@ -77,11 +140,29 @@ pub(crate) fn from_raw(raw: &Raw) -> Result<Option<GrpcSpec>, InputError> {
         .rsplit_once('/')
         .filter(|(s, m)| !s.is_empty() && !m.is_empty())
         .ok_or_else(|| InputError::new(&key, format!("expected package.Service/Method, got {:?}", method.value)))?;
-    if raw.protos.is_empty() {
+    let deadline = raw.deadline.as_ref().map(|g| duration_at_most(g, MAX_DEADLINE, "1 hour")).transpose()?;
+    if deadline.is_some_and(|d| d.is_zero()) {
         return Err(InputError::new(
-            &key,
-            "needs the service's .proto file (--proto FILE); server reflection is not supported yet",
+            raw.deadline.as_ref().map_or(String::new(), |g| g.origin.label()),
+            "must be above zero",
         ));
+    }
+    let mut spec = GrpcSpec {
+        path: format!("/{service}/{name}"),
+        service: service.to_string(),
+        method: name.to_string(),
+        input: None,
+        deadline,
+    };
+    if raw.protos.is_empty() {
+        if raw.url.is_none() {
+            return Err(InputError::new(
+                &key,
+                "the built-in target does not offer server reflection: give the method's .proto with --proto FILE",
+            ));
+        }
+        // Server reflection fetches the descriptors once the target is known.
+        return Ok(Some(spec));
     }
     let files: Vec<PathBuf> = raw.protos.iter().map(|g| g.value.clone()).collect();
     let mut includes: Vec<PathBuf> = raw.proto_paths.iter().map(|g| g.value.clone()).collect();
@@ -112,28 +193,8 @@ pub(crate) fn from_raw(raw: &Raw) -> Result<Option<GrpcSpec>, InputError> {
     let set = protox::compile(&files, &includes).map_err(|e| InputError::new(&proto_key, one_line(&e.to_string())))?;
     let pool = DescriptorPool::from_file_descriptor_set(set)
         .map_err(|e| InputError::new(&proto_key, one_line(&e.to_string())))?;
-    let svc = pool.get_service_by_name(service).ok_or_else(|| {
-        let known: Vec<String> = pool.services().map(|s| s.full_name().to_string()).collect();
-        InputError::new(&key, format!("no service {service} in the .proto files (services: {})", known.join(", ")))
-    })?;
-    let m = svc.methods().find(|m| m.name() == name).ok_or_else(|| {
-        let known: Vec<String> = svc.methods().map(|m| m.name().to_string()).collect();
-        InputError::new(&key, format!("no method {name} in {service} (methods: {})", known.join(", ")))
-    })?;
-    if m.is_client_streaming() || m.is_server_streaming() {
-        return Err(InputError::new(
-            &key,
-            format!("{service}/{name} is a streaming method; only unary calls are supported"),
-        ));
-    }
-    let deadline = raw.deadline.as_ref().map(|g| duration_at_most(g, MAX_DEADLINE, "1 hour")).transpose()?;
-    if deadline.is_some_and(|d| d.is_zero()) {
-        return Err(InputError::new(
-            raw.deadline.as_ref().map_or(String::new(), |g| g.origin.label()),
-            "must be above zero",
-        ));
-    }
-    Ok(Some(GrpcSpec { path: format!("/{service}/{name}"), input: m.input(), deadline }))
+    spec.input = Some(spec.input_in(&pool, "the .proto files").map_err(|e| InputError::new(&key, e))?);
+    Ok(Some(spec))
 }
 
 /// A multi-line compiler message on one line.

@@ -417,7 +417,10 @@ impl Phases {
 }
 
 /// The URL's socket address, Host header, path and — for https — the TLS server name.
-fn resolve_url(url: &str, key: &str) -> Result<(SocketAddr, String, String, Option<ServerName<'static>>), InputError> {
+pub(super) fn resolve_url(
+    url: &str,
+    key: &str,
+) -> Result<(SocketAddr, String, String, Option<ServerName<'static>>), InputError> {
     let bad = |problem: String| InputError::new(key, problem);
     let uri: Uri = url.parse().map_err(|e| bad(format!("{url:?} is not a URL ({e})")))?;
     let https = match uri.scheme_str() {
@@ -448,7 +451,7 @@ fn resolve_url(url: &str, key: &str) -> Result<(SocketAddr, String, String, Opti
 
 /// TLS settings of an https URL: `--insecure`, or `--cacert` roots (read here, so a bad
 /// file is reported against the flag before anything runs), or the Mozilla roots.
-fn tls_plan(server_name: ServerName<'static>, spec: &TlsSpec) -> Result<TlsPlan, InputError> {
+pub(super) fn tls_plan(server_name: ServerName<'static>, spec: &TlsSpec) -> Result<TlsPlan, InputError> {
     let verify = match (&spec.cacert, spec.insecure) {
         (_, true) => Verify::Insecure,
         (None, false) => Verify::WebPki,

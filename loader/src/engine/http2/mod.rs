@@ -29,11 +29,13 @@
 //! | `mod.rs` | the shard's state, its loop (dispatch on schedule, drain, accounting) |
 //! | `conns.rs` | connections: connect, TLS with ALPN `h2`, handshake, the connection task |
 //! | `exchange.rs` | one request's stream: response, body, flow control, error classes |
+//! | `reflect.rs` | gRPC server reflection: a service's descriptors asked of the server |
 //! | `requests.rs` | the request table in HTTP/2 form |
 //! | `timer.rs` | precise wake-ups inside the runtime |
 
 mod conns;
 mod exchange;
+pub mod reflect;
 mod requests;
 mod timer;
 
