@@ -3,6 +3,10 @@
 //! As root, the test plays sudo: it runs the real binary with `SUDO_UID`/`SUDO_GID` of a
 //! throwaway system user (`loadertest`, created here if missing and then deleted by a guard)
 //! against `loader target` on 127.0.0.1. Needs root; skips without it, except under CI.
+//!
+//! Also what root is used for besides the probes: the CPU wake-up latency request
+//! (`/dev/cpu_dma_latency`), opened as root, held through the run after the drop, released
+//! at exit.
 
 use loader_tests::common;
 
@@ -119,6 +123,8 @@ fn drops_to_the_sudo_user_after_loading_probes() {
     }
     assert!(s["health"]["series"].as_array().is_some_and(|h| h.iter().all(|x| x["fds"].as_u64() > Some(0))));
     assert_eq!(s["phases"][0]["ok"], 400, "200/s for 2 s");
+    // Opened while root, held after the drop (the default: 0 µs).
+    assert_eq!(s["run"]["cpu_dma_latency_us"], 0, "{}", s["run"]);
 
     // --repeat 2: the probes load once, as root, for run 1, and root is dropped right after;
     // run 2 resets them and counts from zero. Every file is the user's.
@@ -169,4 +175,71 @@ fn drops_to_the_sudo_user_after_loading_probes() {
     assert!(summary.is_none());
     assert_eq!(owner(&root_only), (0, 0));
     assert_eq!(std::fs::read_dir(&root_only).expect("read_dir").count(), 0);
+}
+
+/// The PM QoS value in force now (what reading `/dev/cpu_dma_latency` gives: the lowest of
+/// every open request, or the kernel's default).
+fn cpu_dma_latency() -> i32 {
+    let bytes = std::fs::read("/dev/cpu_dma_latency").expect("read /dev/cpu_dma_latency");
+    i32::from_ne_bytes(bytes[..4].try_into().expect("4 bytes"))
+}
+
+/// `--cpu-dma-latency 7`: in force while the run lasts (read from the device by this test,
+/// mid-run), gone when the loader exits, and in the summary; `off` leaves the machine's
+/// value alone and says `null`; a bad value is one line.
+#[test]
+fn the_cpu_wake_up_latency_is_held_for_the_run_and_released() {
+    if root_or_skip("the_cpu_wake_up_latency_is_held_for_the_run_and_released").is_none() {
+        return;
+    }
+    // No other run of this binary (they hold the default, 0 µs) while these are compared.
+    let turn = common::one_run_at_a_time();
+    let before = cpu_dma_latency();
+    assert!(before > 7, "something else holds {before} µs already: this test cannot tell its own request apart");
+    let target = Target::start(&[]);
+    let url = target.url();
+    let run = |value: &str, out: &Path| {
+        Command::new(common::loader_bin())
+            .args(["run", "--url", &url, "--rate", "100", "--duration", "2s", "--connections", "2", "--no-probes"])
+            .args(["--preflight", "0s", "--plain", "--cpu-dma-latency", value, "--out"])
+            .arg(out)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("loader run")
+    };
+    let scratch = std::env::temp_dir().join(format!("loader-cpu-latency-{}", std::process::id()));
+    let _cleanup = Scratch(scratch.clone());
+    for (value, expect) in [("7", Some(7)), ("off", None)] {
+        let out = scratch.join(value);
+        let mut child = run(value, &out);
+        // Sampled every 50 ms while it runs (bounded: 200 samples, 10 s).
+        let mut seen = Vec::new();
+        for _ in 0..200 {
+            seen.push(cpu_dma_latency());
+            if child.try_wait().expect("wait").is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "{value}: {status}");
+        let s: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).expect("summary")).unwrap();
+        match expect {
+            Some(us) => {
+                assert!(seen.contains(&us), "{value}: never in force during the run: {seen:?}");
+                assert_eq!(s["run"]["cpu_dma_latency_us"], us, "{}", s["run"]);
+            }
+            None => {
+                assert!(seen.iter().all(|&v| v == before), "{value}: the machine's value moved: {seen:?}");
+                assert!(s["run"]["cpu_dma_latency_us"].is_null(), "{}", s["run"]);
+            }
+        }
+        assert_eq!(cpu_dma_latency(), before, "{value}: released at exit");
+    }
+    drop(turn);
+    common::assert_flag_error(
+        &["--url", &url, "--rate", "1", "--cpu-dma-latency", "5ms"],
+        "--cpu-dma-latency",
+        &scratch.join("bad"),
+    );
 }

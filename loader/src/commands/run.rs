@@ -25,6 +25,10 @@ use crate::target;
 /// `loader run`: every repeat of the plan, then the capacity plan over their knees.
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let mut spec = Spec::from_run_args(args)?;
+    let cpu_dma_latency = match args.cpu_dma_latency.as_deref().map(crate::health::idle::parse).transpose() {
+        Ok(asked) => asked,
+        Err(e) => return Err(crate::error::InputError::new("--cpu-dma-latency", e).into()),
+    };
     let linger = match args.metrics_linger.as_deref() {
         Some(text) => crate::scenario::parse_duration("--metrics-linger", text)?,
         None => METRICS_LINGER,
@@ -58,6 +62,8 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Under sudo, root is dropped after the last probe load; what it created goes to the user.
     let mut privileges = Privileges::from_env(&out_dir)?;
     privileges.create_dir_all(&out_dir)?;
+    // While root: idle CPUs kept from deep sleep for the whole run (health/idle.rs).
+    let cpu_latency = hold_cpu_latency(cpu_dma_latency);
 
     if builtin.is_some() {
         println!("loader: no --url given: running the built-in demo against the built-in target at {url}");
@@ -102,7 +108,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             &plan,
             outputs,
             &interrupted,
-            preflight,
+            Host { preflight, cpu_latency_us: cpu_latency.as_ref().map(|c| c.us) },
             &mut privileges,
             &mut probes,
             certified.certified.as_ref(),
@@ -202,7 +208,6 @@ fn linger_for_scrapers(endpoint: &Endpoint, linger: Duration, interrupted: &Atom
 /// not privileged, …).
 type ProbeState = Option<Result<Box<Probes>, String>>;
 
-/// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
 /// Where one run writes: its directory, with `--json-lines` the stream (file, run number),
 /// with `--metrics` the live endpoint, with `--control` the kill switch (when it was used).
 struct Outputs<'a> {
@@ -212,16 +217,25 @@ struct Outputs<'a> {
     control: Option<&'a measure::control::Control>,
 }
 
+/// The host as each run finds it: the pre-flight noise check's length (0: none) and the CPU
+/// wake-up latency held for the whole of `loader run` (`None`: not held).
+struct Host {
+    preflight: Duration,
+    cpu_latency_us: Option<u32>,
+}
+
+/// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
 fn run_once(
     plan: &Plan,
     outputs: Outputs<'_>,
     interrupted: &Arc<AtomicBool>,
-    preflight: Duration,
+    host: Host,
     privileges: &mut Privileges,
     probes: &mut ProbeState,
     certificate: Option<&crate::calibrate::Certified>,
 ) -> anyhow::Result<(Summary, analysis::Analysis)> {
     let Outputs { dir, json_lines, metrics, control } = outputs;
+    let Host { preflight, cpu_latency_us } = host;
     // Before the probes attach, so these sleeping threads are not counted as the run's.
     let noise = (!preflight.is_zero()).then(|| {
         let slo_ms =
@@ -281,6 +295,7 @@ fn run_once(
     let mut summary = measure::measure(plan, interrupted, attached, probe_reason, noise, streams)?;
     summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
     summary.run.command_line = std::env::args().collect();
+    summary.run.cpu_dma_latency_us = cpu_latency_us;
     summary.run.stop_requested_unix_s = control
         .and_then(|c| c.requested_at())
         .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
@@ -297,6 +312,24 @@ fn run_once(
     let page = crate::report::html::write(dir, dir, &summary)?;
     println!("report: {}", page.display());
     Ok((summary, analysis))
+}
+
+/// `--cpu-dma-latency` (`None`: not given, 0 µs; `Some(None)`: off) held for the run, when
+/// this process may (root). Not permitted is silent by default (the summary says `null`);
+/// asked for explicitly, the reason is one stderr line.
+fn hold_cpu_latency(asked: Option<Option<u32>>) -> Option<crate::health::idle::CpuLatency> {
+    let us = match asked {
+        Some(None) => return None,
+        Some(Some(us)) => us,
+        None => 0,
+    };
+    crate::health::idle::hold(us)
+        .map_err(|why| {
+            if asked.is_some() {
+                eprintln!("loader: warning: --cpu-dma-latency {us}: {why}; idle CPUs may halt between sends");
+            }
+        })
+        .ok()
 }
 
 fn default_out_dir() -> PathBuf {

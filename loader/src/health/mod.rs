@@ -12,6 +12,7 @@
 //! functions with tests beside them.
 
 pub mod affinity;
+pub mod idle;
 pub mod machine;
 mod parse;
 pub mod preflight;

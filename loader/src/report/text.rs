@@ -151,8 +151,16 @@ pub fn render(s: &Summary) -> String {
     if let Some(w) = &s.loader.wake_late_us {
         let _ = writeln!(
             out,
-            "shard wake-ups: {:.0}/{:.0}/{:.0} µs late (p50/p99/max of {} timer wake-ups)",
-            w.p50, w.p99, w.max, w.count
+            "shard wake-ups: {:.0}/{:.0}/{:.0} µs late (p50/p99/max of {} timer wake-ups){}",
+            w.p50,
+            w.p99,
+            w.max,
+            w.count,
+            match s.run.cpu_dma_latency_us {
+                Some(0) => ", idle CPUs polling (cpu_dma_latency 0 µs held)".to_string(),
+                Some(us) => format!(", cpu_dma_latency {us} µs held"),
+                None => ", idle CPUs free to halt (cpu_dma_latency not held)".to_string(),
+            }
         );
     }
     out.push_str(&render_errors(s));

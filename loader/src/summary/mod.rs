@@ -155,6 +155,11 @@ pub struct RunInfo {
     /// HTTP/2: streams in flight per connection at most (`--max-streams`); 0 on HTTP/1.1.
     #[serde(default)]
     pub max_streams: u32,
+    /// The CPU wake-up latency the loader held for the run (`/dev/cpu_dma_latency`, µs; 0:
+    /// idle CPUs polled rather than halted). `null`: not held (`--cpu-dma-latency off`, or
+    /// not root).
+    #[serde(default)]
+    pub cpu_dma_latency_us: Option<u32>,
     /// Connections opened during the run (pool and reconnects).
     pub connections_opened: u64,
     /// Connection attempts that failed.
