@@ -13,11 +13,11 @@ echo "bench: fixed rates ${rates//,/, } req/s; every tool open loop at each rate
 for line in "${tool_versions[@]}"; do echo "bench: $line"; done
 {
     for line in "${tool_versions[@]}"; do echo "$line"; done
-    if [[ -n ${enabled[loader]:-}${enabled[loader-probes]:-}${enabled[loader-window]:-} ]]; then echo "loader: $loader_bin — $(first_line "$loader_bin" --version)"; fi
+    if [[ -n ${enabled[loader]:-}${enabled[loader-probes]:-}${enabled[loader-window]:-}${enabled[loader-halt]:-} ]]; then echo "loader: $loader_bin — $(first_line "$loader_bin" --version)"; fi
 } >"$out_dir/tools.txt"
 
 order=()
-for tool in wrk2 oha vegeta k6 loader-probes loader loader-window; do
+for tool in wrk2 oha vegeta k6 loader-probes loader loader-window loader-halt; do
     if [[ -n ${enabled[$tool]:-} ]]; then order+=("$tool"); fi
 done
 ((${#order[@]})) || die "no tool to run in --mode fixed"
@@ -91,13 +91,15 @@ run_fixed() {
                 "${tool_bin[k6]}" run --quiet --no-color --no-usage-report
                 -e "URL=$url" -e "RATE=$rate" -e "DURATION=$duration" -e "VUS=$connections"
                 -e "SUMMARY=$log.json" "$k6_script") ;;
-        loader | loader-probes | loader-window)
+        loader | loader-probes | loader-window | loader-halt)
             parse_path=$log
             cmd=("$loader_bin" run --url "$url" --rate "$rate" --duration "${duration}s"
                 --warmup "${loader_warmup}s" --connections "$connections" --threads 1)
             if [[ $tool == loader ]]; then cmd+=(--no-probes); fi
             # wrk2 wakes about once a millisecond and sends what fell due: the same budget.
             if [[ $tool == loader-window ]]; then cmd+=(--wake-window 1ms); fi
+            # Idle CPUs left free to halt, as every other tool finds the machine.
+            if [[ $tool == loader-halt ]]; then cmd+=(--cpu-dma-latency off); fi
             cmd+=(--plain --preflight 0s --no-emergency-stop --out "$log") ;;
     esac
     "${harness[@]}" rusage "$log.rusage" -- \

@@ -12,10 +12,12 @@ Subcommands:
   table FILE             print the final markdown table from the results TSV
 
 Fixed-rate mode (bench/run.sh --mode fixed):
-  fixed TOOL PATH        parse one run of TOOL (wrk2, oha, vegeta, k6, loader, loader-probes, loader-window)
+  fixed TOOL PATH        parse one run of TOOL (wrk2, oha, vegeta, k6, loader, loader-probes, loader-window,
+                         loader-halt)
                          -> "achieved_rps answered p50_ms p99_ms verdict send_lag_p99_ms dropped"
                          ("-" where the tool has no such figure; dropped: k6's dropped_iterations)
   fixed-table FILE       print the fixed-rate markdown tables from the results TSV
+  hold-cpu-latency       hold /dev/cpu_dma_latency at 0 µs until killed (--hold-cpu-latency)
 
 It leaves running the tools, pinning and nginx to run.sh.
 """
@@ -176,6 +178,7 @@ CO_CORRECTED = {
     "loader": "yes",
     "loader-probes": "yes",
     "loader-window": "yes",
+    "loader-halt": "yes",
 }
 
 
@@ -282,6 +285,7 @@ FIXED_PARSERS = {
     "loader": parse_loader_fixed,
     "loader-probes": parse_loader_fixed,
     "loader-window": parse_loader_fixed,
+    "loader-halt": parse_loader_fixed,
 }
 
 FIXED_COLUMNS = ["rate", "round", "tool", "achieved_rps", "answered", "cpu_s", "wall_s",
@@ -394,6 +398,21 @@ def fixed_table(path):
     return 0
 
 
+def hold_cpu_latency():
+    """Hold the PM QoS request at 0 µs (idle CPUs poll) until killed: the machine every tool of
+    the bench then runs on, as `loader run` has it by default as root."""
+    import signal
+    import struct
+    import time
+
+    fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
+    os.write(fd, struct.pack("=i", 0))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print("held", flush=True)
+    while True:
+        time.sleep(3600)
+
+
 def main(argv):
     if len(argv) >= 4 and argv[1] == "rusage" and argv[3] == "--":
         return rusage(argv[2], argv[4:])
@@ -421,6 +440,8 @@ def main(argv):
         return 0
     if len(argv) == 3 and argv[1] == "fixed-table":
         return fixed_table(argv[2])
+    if argv[1:] == ["hold-cpu-latency"]:
+        return hold_cpu_latency()
     print(__doc__, file=sys.stderr)
     return 2
 

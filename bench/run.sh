@@ -30,7 +30,11 @@ at wrk's rate (or --rate). Tools: wrk, oha, loader (--no-probes), loader-probes 
 --mode fixed: every tool open loop at each of --rates. Tools: wrk2, oha, vegeta, k6,
 loader-probes (root; without root loader stands in), loader (--no-probes, on request),
 loader-window (probes and --wake-window 1ms: sends batched within wrk2's own 1 ms budget,
-on request — the equal-lag comparison; its verdict flags the window's lag).
+on request — the equal-lag comparison; its verdict flags the window's lag), loader-halt
+(probes and --cpu-dma-latency off: idle CPUs free to halt, as the other tools find the
+machine — on request).
+--hold-cpu-latency: hold /dev/cpu_dma_latency at 0 µs for the whole bench (root), so every
+tool runs with idle CPUs polling — the machine `loader run` sets up for itself by default.
 
 Environment (flags win): MODE (max), ROUNDS (3), DURATION (10; 20 in fixed mode),
 CONNECTIONS (64), LOADER_RATE (wrk's rate this round), RATES (1000,10000,40000),
@@ -59,6 +63,7 @@ out_dir=${OUT_DIR:-$repo/out/bench/$(date +%Y%m%d-%H%M%S)}
 loader_bin=${LOADER:-$repo/target/release/loader}
 load_cpu=${LOAD_CPU:-0}
 target_cpu=${TARGET_CPU:-1}
+hold_latency=${HOLD_CPU_LATENCY:-}
 
 while (($#)); do
     case $1 in
@@ -72,6 +77,7 @@ while (($#)); do
         --port) port=$2; shift 2 ;;
         --tools) tools=$2; shift 2 ;;
         --out) out_dir=$2; shift 2 ;;
+        --hold-cpu-latency) hold_latency=1; shift ;;
         -h | --help) usage; exit 0 ;;
         *) echo "bench: unknown argument: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -175,9 +181,9 @@ for tool in "${wanted[@]}"; do
     if [[ $mode == fixed ]]; then
         case $tool in
             wrk2 | oha | vegeta | k6) enable_fixed "$tool"; continue ;;
-            loader | loader-probes | loader-window) ;;
+            loader | loader-probes | loader-window | loader-halt) ;;
             wrk) die "wrk is closed loop, it has no rate to fix: --mode fixed runs wrk2, its open-loop fork" ;;
-            *) die "unknown tool '$tool' for --mode fixed (known: wrk2, oha, vegeta, k6, loader, loader-probes, loader-window)" ;;
+            *) die "unknown tool '$tool' for --mode fixed (known: wrk2, oha, vegeta, k6, loader, loader-probes, loader-window, loader-halt)" ;;
         esac
     fi
     case $tool in
@@ -187,7 +193,7 @@ for tool in "${wanted[@]}"; do
         loader)
             if [[ -x $loader_bin ]]; then enabled[loader]=1
             else echo "skip: loader — $loader_bin not found (cargo build --release -p loader)"; fi ;;
-        loader-probes | loader-window)
+        loader-probes | loader-window | loader-halt)
             if [[ ! -x $loader_bin ]]; then echo "skip: $tool — $loader_bin not found"
             elif ((EUID != 0)); then echo "skip: $tool — loading eBPF probes needs root"
             else enabled[$tool]=1; fi ;;
@@ -244,7 +250,9 @@ http {
 EOF
 
 nginx_pid=
+hold_pid=
 cleanup() {
+    if [[ -n $hold_pid ]]; then kill -TERM "$hold_pid" 2>/dev/null || true; wait "$hold_pid" 2>/dev/null || true; fi
     if [[ -n $nginx_pid ]] && kill -0 "$nginx_pid" 2>/dev/null; then
         kill -TERM "$nginx_pid" 2>/dev/null || true
         for _ in $(seq 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
@@ -267,6 +275,14 @@ for _ in $(seq 50); do
 done
 answer=$("${harness[@]}" check-target "$url") || die "nginx does not answer on $url"
 
+if [[ -n $hold_latency ]]; then
+    ((EUID == 0)) || die "--hold-cpu-latency needs root (/dev/cpu_dma_latency)"
+    "${harness[@]}" hold-cpu-latency >"$out_dir/hold-cpu-latency.out" 2>&1 &
+    hold_pid=$!
+    for _ in $(seq 50); do grep -q held "$out_dir/hold-cpu-latency.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q held "$out_dir/hold-cpu-latency.out" || die "cannot hold /dev/cpu_dma_latency: $(cat "$out_dir/hold-cpu-latency.out")"
+    echo "bench: /dev/cpu_dma_latency held at 0 µs for every tool (idle CPUs poll)"
+fi
 echo "bench: target $url — nginx ($("$nginx_bin" -v 2>&1 | sed 's/.*: //'), 1 worker on CPU $target_cpu) answers: $answer"
 echo "bench: load average before start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on CPU $load_cpu or $target_cpu skews every figure)"
 echo "bench: tools on CPU $load_cpu; $rounds round(s) of ${duration}s per tool, $connections connections; raw output in $out_dir"
