@@ -182,6 +182,41 @@ fn grpcio_reflection_gives_the_method_without_a_proto_file() {
         "{stderr}"
     );
     assert!(stderr.contains("--proto FILE") && summary.is_none(), "{stderr}");
+
+    // Over TLS (grpcio's, ALPN h2; its certificate given with --cacert): reflection asks on
+    // the run's TLS settings, and the run's connections are the only ones it counts.
+    let cert_dir = out_dir("grpc-reflection-tls-cert");
+    let tls = PyServer::start(
+        &py,
+        &["--tls", cert_dir.to_str().unwrap(), "--reflect", "demo/v1/echo.proto", "--proto-root", root],
+    );
+    let url = tls.url.replace("http://", "https://");
+    let cert = cert_dir.join("cert.pem");
+    let (output, summary) = loader_run(
+        &[
+            "--url",
+            &url,
+            "--cacert",
+            cert.to_str().unwrap(),
+            "--grpc",
+            "demo.v1.Echo/Say",
+            "--body",
+            body,
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "2",
+        ],
+        &out_dir("grpc-reflection-tls"),
+        Duration::from_secs(30),
+    );
+    let said = tls.stop();
+    let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
+    assert_eq!(said.first().map(String::as_str), Some("sent OK=100 UNAVAILABLE=0"), "{said:?}");
+    assert_eq!(phase(&s, "main")["grpc"], serde_json::json!({"OK": 100}), "{}", phase(&s, "main"));
+    assert_eq!(u(&s["tls"]["handshakes"]), 2, "{}", s["tls"]);
 }
 
 #[test]

@@ -10,6 +10,9 @@ With --reflect FILE (a .proto under --proto-root), it also serves gRPC server re
 (grpcio-reflection) for the services FILE defines, from descriptors compiled with
 grpcio-tools' protoc, and decodes each request with them: on SIGTERM it prints the first
 request as JSON ("first {...}"), so the test sees what the loader encoded.
+
+With --tls DIR it serves TLS instead (ALPN h2, grpcio's own), with a certificate for
+127.0.0.1 that openssl writes to DIR/cert.pem (the client's --cacert) and DIR/key.pem.
 """
 import argparse
 import json
@@ -47,6 +50,24 @@ def reflected(root, proto):
     return pool, services
 
 
+def tls_credentials(out):
+    """A self-signed end-entity certificate for 127.0.0.1 (openssl), as server credentials."""
+    import subprocess
+
+    os.makedirs(out, exist_ok=True)
+    conf = os.path.join(out, "ee.cnf")
+    with open(conf, "w") as f:
+        f.write("[req]\ndistinguished_name = dn\nx509_extensions = ee\nprompt = no\n[dn]\nCN = 127.0.0.1\n"
+                "[ee]\nbasicConstraints = critical, CA:FALSE\nkeyUsage = critical, digitalSignature\n"
+                "extendedKeyUsage = serverAuth\nsubjectAltName = IP:127.0.0.1\n")
+    key, cert = os.path.join(out, "key.pem"), os.path.join(out, "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-config", conf, "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert, "-days", "2"],
+                   check=True, capture_output=True)
+    with open(key, "rb") as k, open(cert, "rb") as c:
+        return grpc.ssl_server_credentials([(k.read(), c.read())])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--delay-ms", type=float, default=0.0)
@@ -54,6 +75,7 @@ def main():
     ap.add_argument("--code", default="UNAVAILABLE")
     ap.add_argument("--reflect", help="serve reflection for this .proto (relative to --proto-root)")
     ap.add_argument("--proto-root", default=".")
+    ap.add_argument("--tls", help="serve TLS with a certificate written to this directory")
     args = ap.parse_args()
     pool, services, first = None, [], []
     decode = None
@@ -93,7 +115,10 @@ def main():
         from grpc_reflection.v1alpha import reflection
 
         reflection.enable_server_reflection(services + [reflection.SERVICE_NAME], server, pool=pool)
-    port = server.add_insecure_port("127.0.0.1:0")
+    if args.tls:
+        port = server.add_secure_port("127.0.0.1:0", tls_credentials(args.tls))
+    else:
+        port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

@@ -53,6 +53,8 @@ pub fn run(extras: Extras) -> Result<()> {
         ("nft", "nftables"),
         ("strip", "binutils"),
         ("python3", "python3"),
+        // The gRPC test server's TLS certificate (tests/grpc_server.py --tls).
+        ("openssl", "openssl"),
         // pip installs kubernetes-validate (PyPI) for tests/deploy.rs.
         ("pip3", "python3-pip"),
         ("prometheus", "prometheus"),

@@ -64,6 +64,12 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     privileges.create_dir_all(&out_dir)?;
     // While root: idle CPUs kept from deep sleep for the whole run (health/idle.rs).
     let cpu_latency = hold_cpu_latency(cpu_dma_latency);
+    if let Some(held) = &cpu_latency {
+        println!(
+            "loader: holding /dev/cpu_dma_latency at {} µs for the run: idle CPUs poll rather than halt (--cpu-dma-latency off leaves them)",
+            held.us
+        );
+    }
 
     if builtin.is_some() {
         println!("loader: no --url given: running the built-in demo against the built-in target at {url}");

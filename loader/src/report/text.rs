@@ -159,7 +159,7 @@ pub fn render(s: &Summary) -> String {
             match s.run.cpu_dma_latency_us {
                 Some(0) => ", idle CPUs polling (cpu_dma_latency 0 µs held)".to_string(),
                 Some(us) => format!(", cpu_dma_latency {us} µs held"),
-                None => ", idle CPUs free to halt (cpu_dma_latency not held)".to_string(),
+                None => ", cpu_dma_latency not held by the loader".to_string(),
             }
         );
     }

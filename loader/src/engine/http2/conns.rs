@@ -103,7 +103,6 @@ pub(super) fn pick(ctx: &Rc<Ctx>) -> Option<usize> {
 /// Connect, handshake, and install the connection in slot `c` (if it is still that slot's
 /// `generation`); a failure is counted and reported to the loop.
 async fn connect(ctx: Rc<Ctx>, c: usize, generation: u32) {
-    let started = ctx.cfg.clock.now_ns();
     let limit = Duration::from_nanos(ctx.timeout_ns);
     let result = match tokio::time::timeout(limit, handshake(&ctx, c, generation)).await {
         Ok(r) => r,
@@ -118,12 +117,12 @@ async fn connect(ctx: Rc<Ctx>, c: usize, generation: u32) {
     }
     st.slots[c].connecting = false;
     match result {
-        Ok((send, resumed)) => {
+        Ok((send, tls)) => {
             st.slots[c].send = Some(send);
             st.open += 1;
             st.record.connections_opened += 1;
-            if let Some(resumed) = resumed {
-                st.record.tls.on_handshake(now.saturating_sub(started), resumed);
+            if let Some((resumed, ns)) = tls {
+                st.record.tls.on_handshake(ns, resumed);
             }
         }
         Err(f) => {
@@ -141,12 +140,14 @@ async fn connect(ctx: Rc<Ctx>, c: usize, generation: u32) {
 }
 
 /// TCP (and TLS), then the HTTP/2 preface and SETTINGS; the connection task is spawned here.
-/// Returns the stream handle and, on TLS, whether the session was resumed.
+/// Returns the stream handle and, on TLS, whether the session was resumed and how long the
+/// TLS handshake took (ns; timed with `Instant`, not the run's clock, which reads 0 before
+/// the run's zero, when the pool opens).
 async fn handshake(
     ctx: &Rc<Ctx>,
     c: usize,
     generation: u32,
-) -> Result<(h2::client::SendRequest<Bytes>, Option<bool>), Failed> {
+) -> Result<(h2::client::SendRequest<Bytes>, Option<(bool, u64)>), Failed> {
     let tcp = TcpStream::connect(ctx.cfg.addr).await.map_err(|e| Failed::io("connect", &e))?;
     // Small frames must not wait for Nagle.
     let _ = tcp.set_nodelay(true);
@@ -159,6 +160,7 @@ async fn handshake(
         no_port: false,
         tls: true,
     };
+    let tls_started = std::time::Instant::now();
     let tls = connector.connect(name.clone(), tcp).await.map_err(|e| {
         let refused = e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()).is_some_and(|r| {
             matches!(r, rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol))
@@ -170,7 +172,8 @@ async fn handshake(
         return Err(no_h2());
     }
     let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-    Ok((start(ctx, tls, c, generation).await?, Some(resumed)))
+    let tls_ns = tls_started.elapsed().as_nanos() as u64;
+    Ok((start(ctx, tls, c, generation).await?, Some((resumed, tls_ns))))
 }
 
 /// The HTTP/2 handshake on `io`, and the task that drives the connection until it ends.

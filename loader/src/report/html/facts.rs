@@ -193,6 +193,14 @@ pub fn metadata(s: &Summary) -> String {
         ("keep-alive", if r.keepalive { "yes" } else { "no" }.to_string()),
         ("wake-up batching window", format!("{} µs", num(r.wake_window_us))),
         (
+            "idle CPUs",
+            match r.cpu_dma_latency_us {
+                Some(0) => "polling: <code>/dev/cpu_dma_latency</code> held at 0 µs for the run".to_string(),
+                Some(us) => format!("<code>/dev/cpu_dma_latency</code> held at {us} µs for the run"),
+                None => "as the machine had them (<code>/dev/cpu_dma_latency</code> not held by the loader)".to_string(),
+            },
+        ),
+        (
             "TLS",
             s.tls.as_ref().map_or("no (http)".into(), |t| {
                 format!("{} handshakes, {} resumed, {} failed", t.handshakes, t.resumed, t.failures)
