@@ -69,9 +69,6 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         return Err(crate::error::InputError::new("--target-threads", "must be at least 1").into());
     }
     crate::measure::raise_nofile_limit();
-    // The machine as a default `loader run` has it (idle CPUs polling, when root), so the
-    // ceiling certified is the one runs meet.
-    let _cpu_latency = crate::health::idle::hold(0).ok();
     let fingerprint = Fingerprint::of_this_machine();
 
     // Pin: new threads inherit the creating thread's CPU mask, so the target is spawned while
