@@ -184,9 +184,18 @@ fn cpu_dma_latency() -> i32 {
     i32::from_ne_bytes(bytes[..4].try_into().expect("4 bytes"))
 }
 
-/// `--cpu-dma-latency 7`: in force while the run lasts (read from the device by this test,
-/// mid-run), gone when the loader exits, and in the summary; `off` leaves the machine's
-/// value alone and says `null`; a bad value is one line.
+/// Whether process `pid` has `/dev/cpu_dma_latency` open (holds a request).
+fn holds_request(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+        fds.flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == Path::new("/dev/cpu_dma_latency")))
+    })
+}
+
+/// `--cpu-dma-latency 7`: the loader holds the request while the run lasts (its open file,
+/// and the value in force at most 7 — another process may hold a lower one), and it is in
+/// the summary; `off` opens nothing and says `null`; a bad value is one line. (CI: another
+/// process held 0 µs while this ran, so the value in force alone cannot tell whose it is.)
 #[test]
 fn the_cpu_wake_up_latency_is_held_for_the_run_and_released() {
     if root_or_skip("the_cpu_wake_up_latency_is_held_for_the_run_and_released").is_none() {
@@ -194,8 +203,6 @@ fn the_cpu_wake_up_latency_is_held_for_the_run_and_released() {
     }
     // No other run of this binary (they hold the default, 0 µs) while these are compared.
     let turn = common::one_run_at_a_time();
-    let before = cpu_dma_latency();
-    assert!(before > 7, "something else holds {before} µs already: this test cannot tell its own request apart");
     let target = Target::start(&[]);
     let url = target.url();
     let run = |value: &str, out: &Path| {
@@ -212,10 +219,11 @@ fn the_cpu_wake_up_latency_is_held_for_the_run_and_released() {
     for (value, expect) in [("7", Some(7)), ("off", None)] {
         let out = scratch.join(value);
         let mut child = run(value, &out);
-        // Sampled every 50 ms while it runs (bounded: 200 samples, 10 s).
-        let mut seen = Vec::new();
+        // Sampled every 50 ms while it runs (bounded: 200 samples, 10 s): does the loader
+        // hold the request, and what is in force.
+        let mut held = Vec::new();
         for _ in 0..200 {
-            seen.push(cpu_dma_latency());
+            held.push((holds_request(child.id()), cpu_dma_latency()));
             if child.try_wait().expect("wait").is_some() {
                 break;
             }
@@ -226,15 +234,15 @@ fn the_cpu_wake_up_latency_is_held_for_the_run_and_released() {
         let s: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).expect("summary")).unwrap();
         match expect {
             Some(us) => {
-                assert!(seen.contains(&us), "{value}: never in force during the run: {seen:?}");
+                assert!(held.iter().any(|&(mine, v)| mine && v <= us), "{value}: never held during the run: {held:?}");
                 assert_eq!(s["run"]["cpu_dma_latency_us"], us, "{}", s["run"]);
             }
             None => {
-                assert!(seen.iter().all(|&v| v == before), "{value}: the machine's value moved: {seen:?}");
+                assert!(held.iter().all(|&(mine, _)| !mine), "{value}: the loader opened the device: {held:?}");
                 assert!(s["run"]["cpu_dma_latency_us"].is_null(), "{}", s["run"]);
             }
         }
-        assert_eq!(cpu_dma_latency(), before, "{value}: released at exit");
+        assert!(!holds_request(child.id()), "{value}: released at exit");
     }
     drop(turn);
     common::assert_flag_error(
