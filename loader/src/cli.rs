@@ -336,10 +336,9 @@ pub struct RunArgs {
     /// (default 2s; 0 skips it).
     #[arg(long)]
     pub preflight: Option<String>,
-    /// Hold /dev/cpu_dma_latency at this many µs for the run (needs root), or `off` to leave
-    /// the machine's setting alone. Default: 0 µs below 20,000 req/s per shard (idle CPUs
-    /// poll rather than halt, so each wake-up between sends costs less CPU and lands closer to
-    /// its instant), not held above. See docs/performance.md.
+    /// Hold /dev/cpu_dma_latency at this many µs for the run (needs root); 0: idle CPUs poll
+    /// rather than halt, so each wake-up between sends costs less CPU and lands closer to its
+    /// instant. Default `off`: the machine's setting is left alone. See docs/performance.md.
     #[arg(long, value_name = "US|off")]
     pub cpu_dma_latency: Option<String>,
     /// Data file (CSV with a header row, or NDJSON) whose columns fill `{{column}}`
