@@ -145,7 +145,7 @@ struct Answer {
 }
 
 /// A gRPC status and message from `headers`, if they carry one.
-fn grpc_status(headers: &http::HeaderMap) -> Option<(u32, String)> {
+pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<(u32, String)> {
     let code = headers.get("grpc-status")?.to_str().ok()?.trim().parse().unwrap_or(2);
     let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or_default();
     Some((code, message.to_string()))

@@ -19,6 +19,8 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+use super::exchange::grpc_status;
+
 /// Most files a service's descriptors may span (its file and everything it imports).
 const MAX_FILES: usize = 1_000;
 /// Largest reflection answer accepted (one message).
@@ -190,8 +192,8 @@ async fn stream(
     if response.status() != http::StatusCode::OK {
         return Err(other(format!("reflection answered HTTP {}", response.status())));
     }
-    if let Some(code) = grpc_status(response.headers()) {
-        return Err(refusal(code, response.headers()));
+    if let Some(status) = grpc_status(response.headers()) {
+        return Err(refusal(status));
     }
     let mut body = response.into_body();
     let mut buffer = BytesMut::new();
@@ -203,7 +205,7 @@ async fn stream(
         let Some(chunk) = body.data().await else {
             let trailers = body.trailers().await.map_err(|e| other(format!("reflection answer: {e}")))?;
             return Err(match trailers.as_ref().and_then(grpc_status) {
-                Some(code) if code != 0 => refusal(code, trailers.as_ref().unwrap_or(&http::HeaderMap::new())),
+                Some(status) if status.0 != 0 => refusal(status),
                 _ => other("the reflection stream ended before it answered".into()),
             });
         };
@@ -281,12 +283,8 @@ fn next_message(buffer: &mut BytesMut) -> Result<Option<Bytes>, String> {
     Ok(Some(buffer.split_to(len).freeze()))
 }
 
-fn grpc_status(headers: &http::HeaderMap) -> Option<u32> {
-    headers.get("grpc-status")?.to_str().ok()?.trim().parse().ok()
-}
-
-fn refusal(code: u32, headers: &http::HeaderMap) -> Refusal {
-    let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or("");
+/// A non-OK status on the reflection stream: UNIMPLEMENTED means "try the next service".
+fn refusal((code, message): (u32, String)) -> Refusal {
     let text = format!("grpc-status {} {message}", crate::record::grpc::code_name(code as usize)).trim().to_string();
     if code == UNIMPLEMENTED {
         Refusal::Unimplemented(text)
