@@ -73,20 +73,33 @@ fn target(flags: &[&str]) -> Target {
 fn clean_run(scenario: &str, rate: &str) {
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
-    let run =
-        || Run::new(scenario).args(&["--url", &target.url(), "--rate", rate, "--connections", "32"]).args(SHAPE).run();
-    let mut o = run();
+    let o = unless_stolen(scenario, || {
+        Run::new(scenario).args(&["--url", &target.url(), "--rate", rate, "--connections", "32"]).args(SHAPE).run()
+    });
     if o.skip_without_ebpf() {
         return;
     }
+    Check::new(&o).trusted().finish();
+}
+
+/// `run` once, and again while the run is spoiled by the hypervisor's steal ([`stolen`]), up
+/// to [`STEAL_ATTEMPTS`] runs in all; the last is judged whatever it says. For the scenarios
+/// that want a trusted run: a steal spell breaks their premise (a quiet host), not the verdict.
+/// (CI, the busy-neighbour row at 1,000 req/s: 130 ms of steal, up to 80 ms in one second,
+/// and send lag p99 1.42 ms, which the verdict rightly laid at the hypervisor's door.)
+fn unless_stolen(scenario: &str, mut run: impl FnMut() -> Outcome) -> Outcome {
+    let mut o = run();
     for attempt in 2..=STEAL_ATTEMPTS {
+        if o.skip_without_ebpf() {
+            break;
+        }
         let Some(steal) = stolen(&o) else { break };
         println!(
             "MATRIX {scenario}: the VM's host took {steal:.0} ms of its CPUs (steal) and the verdict names it: not a clean run, run {attempt} of {STEAL_ATTEMPTS}"
         );
         o = run();
     }
-    Check::new(&o).trusted().finish();
+    o
 }
 
 /// Runs of a clean scenario at most, while each is spoiled by the hypervisor's steal.
@@ -130,8 +143,9 @@ fn a_neighbours_time_wait_does_not_invalidate_a_keepalive_run() {
     let before = host_time_wait();
     let neighbour = NeighbourTimeWait::create(7000);
     let at_start = host_time_wait();
-    let o =
-        Run::new(scenario).args(&["--url", &target.url(), "--rate", "1000", "--connections", "8"]).args(SHAPE).run();
+    let o = unless_stolen(scenario, || {
+        Run::new(scenario).args(&["--url", &target.url(), "--rate", "1000", "--connections", "8"]).args(SHAPE).run()
+    });
     let at_end = host_time_wait();
     drop(neighbour);
     let cleared = host_time_wait();
@@ -158,8 +172,9 @@ fn a_busy_neighbour_on_the_targets_core_is_not_the_loaders_fault() {
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
     let mut spinner = Hogs::pinned(TARGET_CPU, 1, 0);
-    let o =
-        Run::new(scenario).args(&["--url", &target.url(), "--rate", "1000", "--connections", "32"]).args(SHAPE).run();
+    let o = unless_stolen(scenario, || {
+        Run::new(scenario).args(&["--url", &target.url(), "--rate", "1000", "--connections", "32"]).args(SHAPE).run()
+    });
     let alive = spinner.alive();
     drop(spinner);
     if o.skip_without_ebpf() {
@@ -363,11 +378,13 @@ fn packet_loss_and_delay_are_a_network_note() {
         }
     };
     let target = common::target_via(&strs(&pair.target_prefix()), &format!("{TARGET_IP}:0"), &target_flags);
-    let o = Run::new(scenario)
-        .via(pair.loader_prefix())
-        .args(&["--url", &target.url(), "--rate", "500", "--connections", "32"])
-        .args(SHAPE)
-        .run();
+    let o = unless_stolen(scenario, || {
+        Run::new(scenario)
+            .via(pair.loader_prefix())
+            .args(&["--url", &target.url(), "--rate", "500", "--connections", "32"])
+            .args(SHAPE)
+            .run()
+    });
     let dropped = firewall.map(|f| f.dropped(&pair.loader) + f.dropped(&pair.target));
     drop(target);
     if o.skip_without_ebpf() {
@@ -390,20 +407,22 @@ fn a_slow_target_is_the_targets_story() {
     let scenario = "a_slow_target_is_the_targets_story";
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&["--workers", "2", "--delay", "50ms"]);
-    let o = Run::new(scenario)
-        .args(&[
-            "--url",
-            &target.url(),
-            "--rate",
-            "100",
-            "--connections",
-            "4",
-            "--timeout",
-            "2s",
-            "--no-emergency-stop",
-        ])
-        .args(SHAPE)
-        .run();
+    let o = unless_stolen(scenario, || {
+        Run::new(scenario)
+            .args(&[
+                "--url",
+                &target.url(),
+                "--rate",
+                "100",
+                "--connections",
+                "4",
+                "--timeout",
+                "2s",
+                "--no-emergency-stop",
+            ])
+            .args(SHAPE)
+            .run()
+    });
     if o.skip_without_ebpf() {
         return;
     }
@@ -481,11 +500,13 @@ fn a_probe_that_cannot_attach_is_noted_and_the_run_stays_trusted() {
     let in_original = matrix::has_symbol(original, marker);
     let in_stripped = matrix::has_symbol(&stripped, marker);
     let target = target(&[]);
-    let o = Run::new(scenario)
-        .binary(&stripped)
-        .args(&["--url", &target.url(), "--rate", "1000", "--connections", "32"])
-        .args(SHAPE)
-        .run();
+    let o = unless_stolen(scenario, || {
+        Run::new(scenario)
+            .binary(&stripped)
+            .args(&["--url", &target.url(), "--rate", "1000", "--connections", "32"])
+            .args(SHAPE)
+            .run()
+    });
     if o.skip_without_ebpf() {
         return;
     }
@@ -512,22 +533,24 @@ fn two_shards_sharing_one_core_at_2000_rps_are_trusted() {
     let scenario = "two_shards_sharing_one_core_at_2000_rps_are_trusted";
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
-    let o = Run::new(scenario)
-        .args(&[
-            "--url",
-            &target.url(),
-            "--rate",
-            "2000",
-            "--connections",
-            "32",
-            "--threads",
-            "2",
-            "--duration",
-            "6s",
-            "--warmup",
-            "2s",
-        ])
-        .run();
+    let o = unless_stolen(scenario, || {
+        Run::new(scenario)
+            .args(&[
+                "--url",
+                &target.url(),
+                "--rate",
+                "2000",
+                "--connections",
+                "32",
+                "--threads",
+                "2",
+                "--duration",
+                "6s",
+                "--warmup",
+                "2s",
+            ])
+            .run()
+    });
     if o.skip_without_ebpf() {
         return;
     }
