@@ -275,7 +275,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub body: Option<String>,
     /// How long after the first of them sends may gather before they leave together
-    /// (default: 0 below 20,000 req/s per shard, 50us above). Sends may leave up to this
+    /// (default: 0 below 20,000 req/s per shard; above, the p99 of the shard's own wake-up
+    /// lateness, 25–100 µs). Sends may leave up to this
     /// late (recorded as send lag); `0` wakes for every send at any rate, at a CPU cost.
     #[arg(long)]
     pub wake_window: Option<String>,
@@ -336,9 +337,10 @@ pub struct RunArgs {
     /// (default 2s; 0 skips it).
     #[arg(long)]
     pub preflight: Option<String>,
-    /// Hold /dev/cpu_dma_latency at this many µs for the run (needs root); 0: idle CPUs poll
-    /// rather than halt, so each wake-up between sends costs less CPU and lands closer to its
-    /// instant. Default `off`: the machine's setting is left alone. See docs/performance.md.
+    /// Hold /dev/cpu_dma_latency at this many µs for the run (needs root), or `off` to leave
+    /// the machine's setting alone. Default: 0 µs below 20,000 req/s per shard (idle CPUs
+    /// poll rather than halt, so each wake-up between sends costs less CPU and lands closer to
+    /// its instant), not held above. See docs/performance.md.
     #[arg(long, value_name = "US|off")]
     pub cpu_dma_latency: Option<String>,
     /// Data file (CSV with a header row, or NDJSON) whose columns fill `{{column}}`

@@ -63,9 +63,12 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let mut privileges = Privileges::from_env(&out_dir)?;
     privileges.create_dir_all(&out_dir)?;
     // While root: idle CPUs kept from deep sleep for the whole run (health/idle.rs).
-    let cpu_latency = hold_cpu_latency(cpu_dma_latency);
+    let cpu_latency = hold_cpu_latency(cpu_dma_latency, plan.peak_rate() / plan.threads.max(1) as f64);
     if let Some(held) = &cpu_latency {
-        println!("loader: holding /dev/cpu_dma_latency at {} µs for the run: idle CPUs poll rather than halt", held.us);
+        println!(
+            "loader: holding /dev/cpu_dma_latency at {} µs for the run: idle CPUs poll rather than halt (--cpu-dma-latency off leaves them)",
+            held.us
+        );
     }
 
     if builtin.is_some() {
@@ -317,17 +320,27 @@ fn run_once(
     Ok((summary, analysis))
 }
 
-/// `--cpu-dma-latency` held for the run when asked for (`Some(None)`: off; not given: not
-/// held) and this process may (root); why not is one stderr line. Not a default: with idle
-/// CPUs polling the verdict's floor and the target's latency both shrink, and the verdict's
-/// judgements were not yet re-measured against them (the matrix's cgroup-quota row named
-/// `send_lag` instead of `cgroup_throttled`, its short-stop row invalidated); and near a
-/// shard's ceiling polling CPUs cost the busy one (100,000 req/s on one shard, 5 interleaved
-/// pairs: 93–122k requests per CPU-second held, 112–125k not).
-fn hold_cpu_latency(asked: Option<Option<u32>>) -> Option<crate::health::idle::CpuLatency> {
-    let us = asked.flatten()?;
+/// `--cpu-dma-latency` held for the run, when this process may (root). Given: that value
+/// (`Some(None)`: off). Not given: 0 µs when the busiest shard's peak rate is below
+/// [`BATCH_FROM_RATE`](crate::engine::pace::BATCH_FROM_RATE) — each send its own wake-up,
+/// where polling idle CPUs halve a send's cost — and not held above it, where sends share
+/// wake-ups, the shard seldom idles, and CPUs polling beside a busy one cost it (100,000
+/// req/s on one shard, 5 interleaved pairs: 93–122k requests per CPU-second held, 112–125k
+/// not). Not permitted is silent by default (the summary says `null`); asked for
+/// explicitly, the reason is one stderr line.
+fn hold_cpu_latency(asked: Option<Option<u32>>, shard_rate: f64) -> Option<crate::health::idle::CpuLatency> {
+    let us = match asked {
+        Some(None) => return None,
+        Some(Some(us)) => us,
+        None if shard_rate < crate::engine::pace::BATCH_FROM_RATE => 0,
+        None => return None,
+    };
     crate::health::idle::hold(us)
-        .map_err(|why| eprintln!("loader: warning: --cpu-dma-latency {us}: {why}; idle CPUs may halt between sends"))
+        .map_err(|why| {
+            if asked.is_some() {
+                eprintln!("loader: warning: --cpu-dma-latency {us}: {why}; idle CPUs may halt between sends");
+            }
+        })
         .ok()
 }
 

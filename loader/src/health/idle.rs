@@ -14,8 +14,8 @@
 //! What it costs: idle CPUs of the whole machine poll rather than halt while the loader runs
 //! (power, and on an over-committed host, CPU its neighbours could have had), and a CPU
 //! polling beside a busy one takes from it: near a shard's ceiling the request costs more
-//! than it saves. So `loader run` holds it only when asked (`--cpu-dma-latency 0`;
-//! commands/run.rs says why it is not a default yet).
+//! than it saves, so `loader run` holds it by default only below the rate from which sends
+//! share wake-ups (commands/run.rs). `--cpu-dma-latency off` leaves the setting alone.
 //! Opening the file needs root (`sudo loader run`); the request ends when the loader exits.
 
 use std::fs::{File, OpenOptions};
