@@ -295,7 +295,21 @@ fn a_loader_stopped_for_300ms_invalidates_on_the_loader_side() {
 fn a_short_stop_is_trusted_and_named_in_the_tail_above_p99() {
     let scenario = "a_short_stop_is_trusted_and_named_in_the_tail_above_p99";
     let Some(_serial) = setup(scenario) else { return };
-    let Some((o, line, stopped_for)) = run_with_a_stop(scenario, Duration::from_millis(8)) else { return };
+    let pause = Duration::from_millis(8);
+    let held_up = |o: &Outcome, stopped_for: Option<Duration>| {
+        let lag_max = o.main_phase()["send_lag_ms"]["max"].as_f64().unwrap_or(0.0);
+        let stopped_ms = stopped_for.unwrap_or(pause).as_secs_f64() * 1000.0;
+        (lag_max > stopped_ms + EXTRA_HOLD_UP_MS).then_some(lag_max)
+    };
+    let Some((mut o, mut line, mut stopped_for)) = run_with_a_stop(scenario, pause) else { return };
+    for attempt in 2..=STOP_ATTEMPTS {
+        let Some(lag_max) = held_up(&o, stopped_for) else { break };
+        println!(
+            "MATRIX {scenario}: stopped {stopped_for:?} but sends up to {lag_max} ms late: held up by more than the one stop, not the scenario; run {attempt} of {STOP_ATTEMPTS}"
+        );
+        let Some(again) = run_with_a_stop(scenario, pause) else { return };
+        (o, line, stopped_for) = again;
+    }
     let lag_max = o.main_phase()["send_lag_ms"]["max"].as_f64().unwrap_or(0.0);
     Check::new(&o)
         .set_up(line.is_some(), "no `[   5s]` line from --plain within 40 s: the stop was never sent")
@@ -304,12 +318,25 @@ fn a_short_stop_is_trusted_and_named_in_the_tail_above_p99() {
             stopped_for.is_some_and(|d| d < Duration::from_millis(10)),
             format!("the stop lasted {stopped_for:?}, not under 10 ms"),
         )
+        .set_up(
+            held_up(&o, stopped_for).is_none(),
+            format!("sends up to {lag_max} ms late: something held the loader up beyond the {stopped_for:?} stop"),
+        )
         .note(format!("stopped {:?}, send lag max {lag_max} ms", stopped_for))
         .expect(lag_max >= 5.0, format!("the stop shows in the send lag (max {lag_max} ms)"))
         .trusted()
         .annotated_on("loader", &["tail_own_delay"])
         .finish();
 }
+
+/// Runs of the short-stop scenario at most, while the loader's sends were held up well beyond
+/// the stop the test made. (CI: a 7.9 ms stop, sends up to 16.4 ms late and 7 of them over
+/// 10 ms — the `late_sends` rule then rightly invalidated a run whose latency p99 of 0.49 ms
+/// the pause had raised from about 0.12 ms; locally the same row's sends are late by the stop
+/// alone, 7.2–7.7 ms.)
+const STOP_ATTEMPTS: u32 = 3;
+/// Lateness beyond the stop's own length that is still the stop (the wake-up after SIGCONT).
+const EXTRA_HOLD_UP_MS: f64 = 2.0;
 
 /// Loader and target in two namespaces joined by a veth; in the target's namespace a quarter
 /// of the connection-opening SYNs are dropped (nft `numgen random`, or iptables `statistic`).
