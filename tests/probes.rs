@@ -298,22 +298,35 @@ fn resets_sent() {
 
 /// Data arriving after our client closed: the kernel drops it (TCP_ABORT_ON_DATA) on our
 /// socket and resets the connection.
+///
+/// Once in CI (of some fifteen runs of this suite) neither the drop nor the reset was seen —
+/// both zero, as if the socket had never been the test's; not reproduced since (12 runs
+/// here). So a second socket pair is tried when the first shows neither, and said; the
+/// counts must then be exact.
 #[test]
 fn drops() {
     let Some((_serial, probes)) = start_probes("drops") else { return };
     assert!(probes.is_available(probe::DROPS), "{:?}", probes.availability());
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let client = TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
-    let (mut server, _) = listener.accept().expect("accept");
-    drop(client);
-    // Wait for the FIN, then send data the closed client can no longer take.
-    server.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
-    assert_eq!(server.read(&mut [0u8; 16]).expect("read EOF"), 0);
-    let _ = server.write_all(b"data after close");
-    let drops = wait_until(Duration::from_secs(2), || {
-        let drops = probes.readings().expect("readings").drops;
-        (!drops.is_empty()).then_some(drops)
-    });
+    let mut drops = None;
+    for attempt in 1..=2 {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+        let (mut server, _) = listener.accept().expect("accept");
+        drop(client);
+        // Wait for the FIN, then send data the closed client can no longer take.
+        server.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+        assert_eq!(server.read(&mut [0u8; 16]).expect("read EOF"), 0);
+        let _ = server.write_all(b"data after close");
+        drops = wait_until(Duration::from_secs(2), || {
+            let drops = probes.readings().expect("readings").drops;
+            (!drops.is_empty()).then_some(drops)
+        });
+        let resets = probes.readings().expect("readings").resets;
+        if drops.is_some() || resets.sent > 0 {
+            break;
+        }
+        eprintln!("drops: attempt {attempt}: neither a drop nor a reset seen on our socket; another pair");
+    }
     let readings = probes.readings().expect("readings");
     eprintln!("drops: {drops:?} resets: {:?}", readings.resets);
     let drops = drops.expect("a drop on our socket");
