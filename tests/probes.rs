@@ -421,7 +421,11 @@ fn reset_counts_from_zero() {
     probes.reset().expect("reset");
     let r = probes.readings().expect("readings");
     assert!(r.tcp_states.is_empty(), "{:?}", r.tcp_states);
-    assert_eq!((r.connect_ms.count, r.lost), (0, 0), "{r:?}");
+    // Zero our own loss counters; the kernel's `recursion_misses` may grow meanwhile — a
+    // scheduler event the kernel skipped because another BPF program was running on that CPU
+    // (CI: one, between the reset and this read), host activity rather than the reset's.
+    let own_lost: u64 = r.lost_by_reason.iter().filter(|(k, _)| k.as_str() != "recursion_misses").map(|(_, n)| n).sum();
+    assert_eq!((r.connect_ms.count, own_lost), (0, 0), "{r:?}");
     assert_eq!(probes.series().len(), 0, "the series starts again");
 
     // Counting goes on from zero: two new connects, and the close of a socket connected
