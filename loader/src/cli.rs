@@ -276,8 +276,8 @@ pub struct RunArgs {
     pub body: Option<String>,
     /// How long after the first of them sends may gather before they leave together
     /// (default: 0 below 20,000 req/s per shard; above, the p99 of the shard's own wake-up
-    /// lateness, 25–100 µs). Sends may leave up to this
-    /// late (recorded as send lag); `0` wakes for every send at any rate, at a CPU cost.
+    /// lateness, 25–100 µs). Sends may leave up to this late (recorded as send lag); `0`
+    /// wakes for every send at any rate, at a CPU cost.
     #[arg(long)]
     pub wake_window: Option<String>,
     /// Largest response head (status line and headers) accepted, e.g. 64KiB (default);
