@@ -94,8 +94,9 @@ fn unless_stolen(scenario: &str, mut run: impl FnMut() -> Outcome) -> Outcome {
             break;
         }
         let Some(steal) = stolen(&o) else { break };
+        let last_second = common::wait_for_a_quiet_host();
         println!(
-            "MATRIX {scenario}: the VM's host took {steal:.0} ms of its CPUs (steal) and the verdict names it: not a clean run, run {attempt} of {STEAL_ATTEMPTS}"
+            "MATRIX {scenario}: the VM's host took {steal:.0} ms of its CPUs (steal) and the verdict names it: not a clean run, run {attempt} of {STEAL_ATTEMPTS} (after a second with {last_second} ms of steal)"
         );
         o = run();
     }

@@ -378,6 +378,33 @@ impl Drop for Hogs {
     }
 }
 
+/// The hypervisor's steal on all CPUs so far, ms (`/proc/stat`, the 8th figure of each
+/// `cpuN` line, in USER_HZ = 100 ticks).
+pub fn steal_so_far_ms() -> u64 {
+    let text = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    text.lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .filter_map(|l| l.split_whitespace().nth(8)?.parse::<u64>().ok())
+        .sum::<u64>()
+        * 10
+}
+
+/// Before a run again after one spoiled by steal: wait for a second in which the VM's host
+/// took at most 10 ms of its CPUs, bounded by 20 s (steal comes in spells of seconds to
+/// minutes; running again at once mostly lands in the same spell). Returns the steal of the
+/// last second waited, ms.
+pub fn wait_for_a_quiet_host() -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let before = steal_so_far_ms();
+        std::thread::sleep(Duration::from_secs(1));
+        let stolen = steal_so_far_ms().saturating_sub(before);
+        if stolen <= 10 || Instant::now() >= deadline {
+            return stolen;
+        }
+    }
+}
+
 /// The hypervisor's steal during a run, ms, when there was any and every one of `reasons`
 /// lays its finding at the steal's door (`host_steal`, or "(steal" in its sentence): a run
 /// spoiled by the VM's host, not a clean one. `None` otherwise, and for no reasons at all.

@@ -19,7 +19,7 @@ use crate::probes::Probes;
 use crate::report::metrics::Endpoint;
 use crate::report::{text, write_json};
 use crate::scenario::{PhaseKind, Plan, Spec, Target};
-use crate::summary::{CapacitySummary, Summary};
+use crate::summary::{CapacitySummary, Reason, Summary, Verdict};
 use crate::target;
 
 /// `loader run`: every repeat of the plan, then the capacity plan over their knees.
@@ -160,10 +160,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         }
         print!("\n{}", text::render_capacity(&cap));
         combined.capacity = Some(cap);
-        // Untrusted or interrupted in any run makes the whole untrusted or interrupted.
-        if runs.iter().any(|(_, s, _)| s.verdict.trusted == Some(false)) {
-            combined.verdict.trusted = Some(false);
-        }
+        combined.verdict = combined_verdict(&runs.iter().map(|(_, s, _)| &s.verdict).collect::<Vec<_>>());
         combined.interrupted = runs.iter().any(|(_, s, _)| s.interrupted);
         let path = out_dir.join("summary.json");
         write_json(&path, &combined)?;
@@ -181,6 +178,23 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         linger_for_scrapers(&e, linger, &interrupted);
     }
     Ok(outcome_of(&combined))
+}
+
+/// The verdict over repeated runs: untrusted when any run was; the last run's reasons, and
+/// an earlier run's invalidating ones named by run, so "untrusted" always says why.
+fn combined_verdict(runs: &[&Verdict]) -> Verdict {
+    let (last, earlier) = runs.split_last().expect("at least one run");
+    let mut combined = (*last).clone();
+    if runs.iter().any(|v| v.trusted == Some(false)) {
+        combined.trusted = Some(false);
+    }
+    for (k, v) in earlier.iter().enumerate() {
+        for r in v.reasons.iter().filter(|r| r.invalidates) {
+            let detail = format!("run {} of {}: {}", k + 1, runs.len(), r.detail);
+            combined.reasons.push(Reason { detail, ..r.clone() });
+        }
+    }
+    combined
 }
 
 /// How long the final metrics stay served after the run by default: a few scrapes at the
@@ -358,4 +372,32 @@ fn builtin_target_flags(spec: &Spec) -> Vec<String> {
         flags.push("--http2".into());
     }
     flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(code: &str, invalidates: bool) -> Reason {
+        let detail = format!("{code} said");
+        Reason { code: code.into(), side: "loader".into(), invalidates, value: None, limit: None, detail }
+    }
+
+    #[test]
+    fn an_earlier_untrusted_repeat_says_why_in_the_combined_verdict() {
+        let first =
+            Verdict { trusted: Some(false), reasons: vec![reason("runqueue_delay", true), reason("note", false)] };
+        let second = Verdict { trusted: Some(true), reasons: vec![reason("host_steal", false)] };
+        let v = combined_verdict(&[&first, &second]);
+        assert_eq!(v.trusted, Some(false));
+        let said: Vec<(&str, &str, bool)> =
+            v.reasons.iter().map(|r| (r.code.as_str(), r.detail.as_str(), r.invalidates)).collect();
+        assert_eq!(
+            said,
+            [("host_steal", "host_steal said", false), ("runqueue_delay", "run 1 of 2: runqueue_delay said", true)]
+        );
+        // All trusted: the last run's verdict as it is.
+        let v = combined_verdict(&[&second, &second]);
+        assert_eq!((v.trusted, v.reasons.len()), (Some(true), 1));
+    }
 }
