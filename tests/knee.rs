@@ -47,7 +47,10 @@ fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
     let trusted = s["verdict"]["trusted"] == true;
     let want = if trusted { 4 } else { 3 };
     if !trusted {
-        eprintln!("knee-{workers}x{delay_ms}: untrusted in some repeat: {}", untrusted_reasons(&s));
+        eprintln!(
+            "knee-{workers}x{delay_ms}: untrusted in some repeat (an earlier one named by run):\n{}",
+            common::invalidating_reasons(&s)
+        );
     }
     assert_eq!(output.status.code(), Some(want), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let knees = s["capacity"]["knees"].as_array().expect("three knees");
@@ -59,14 +62,6 @@ fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
     let max = s["capacity"]["max_sustainable"].as_f64().unwrap();
     assert!((max - capacity).abs() <= step + 1e-9);
     junit_matches_the_steps(&junit, &s);
-}
-
-/// The invalidating reasons of the combined verdict (an earlier repeat's are named by run).
-fn untrusted_reasons(s: &serde_json::Value) -> String {
-    let reasons = s["verdict"]["reasons"].as_array().into_iter().flatten();
-    let said: Vec<String> =
-        reasons.filter(|r| r["invalidates"] == true).map(|r| format!("{}: {}", r["code"], r["detail"])).collect();
-    said.join("\n")
 }
 
 /// The JUnit export, read by a real XML parser: one test case per judged step of the (last)

@@ -78,14 +78,7 @@ fn owner(path: &Path) -> (u32, u32) {
 fn complete(output: &std::process::Output, s: &Value) {
     let want = if s["verdict"]["trusted"] == false { 3 } else { 0 };
     if want == 3 {
-        let reasons: Vec<String> = s["verdict"]["reasons"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|r| r["invalidates"] == true)
-            .map(|r| format!("{}: {}", r["code"], r["detail"]))
-            .collect();
-        eprintln!("untrusted (not this test's subject): {}", reasons.join("; "));
+        eprintln!("untrusted (not this test's subject):\n{}", common::invalidating_reasons(s));
     }
     assert_eq!(output.status.code(), Some(want), "{}", show(output));
 }

@@ -405,6 +405,14 @@ pub fn wait_for_a_quiet_host() -> u64 {
     }
 }
 
+/// A summary's invalidating reasons, `code: detail`, one per line (empty when trusted).
+pub fn invalidating_reasons(summary: &serde_json::Value) -> String {
+    let reasons = summary["verdict"]["reasons"].as_array().into_iter().flatten();
+    let said: Vec<String> =
+        reasons.filter(|r| r["invalidates"] == true).map(|r| format!("{}: {}", r["code"], r["detail"])).collect();
+    said.join("\n")
+}
+
 /// The hypervisor's steal during a run, ms, when there was any and every one of `reasons`
 /// lays its finding at the steal's door (`host_steal`, or "(steal" in its sentence): a run
 /// spoiled by the VM's host, not a clean one. `None` otherwise, and for no reasons at all.
