@@ -38,8 +38,7 @@ fn chunked_gzip_bodies_and_server_closed_keepalive() {
         &dir,
         Duration::from_secs(30),
     );
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    let s = summary.expect("summary.json written");
+    let s = common::complete_run("nginx-chunked", &output, &summary, &[0]);
     let main = phase(&s, "main");
     assert_eq!(u(&main["ok"]), 800, "every chunked response framed: {main}");
     let errors: u64 = main["errors"].as_object().unwrap().values().map(u).sum();

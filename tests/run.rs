@@ -43,8 +43,7 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
         &out,
         Duration::from_secs(30),
     );
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    let s = summary.expect("summary.json written");
+    let s = common::complete_run("constant-rate", &output, &summary, &[0]);
     assert_eq!(s["schema"], "loader.summary/v1");
     assert_eq!(s["interrupted"], false);
     // The pre-flight check ran on the run's threads before it.
@@ -296,8 +295,7 @@ fn run_loads_the_state_probe_and_it_agrees_with_the_engine() {
         &out,
         Duration::from_secs(30),
     );
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    let s = summary.expect("summary.json written");
+    let s = common::complete_run("state-probe", &output, &summary, &[0]);
     let probes = &s["probes"];
     assert_eq!(probes["available"], true, "probes did not load: {probes}");
     let states = &probes["tcp_states"];
@@ -335,8 +333,8 @@ fn ipv6_loopback_targets_work() {
     );
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    assert_eq!(u(&phase(&summary.expect("summary.json written"), "main")["ok"]), 100);
+    let s = common::complete_run("ipv6", &output, &summary, &[0]);
+    assert_eq!(u(&phase(s, "main")["ok"]), 100);
 }
 
 #[test]
@@ -348,8 +346,7 @@ fn no_keepalive_opens_one_connection_per_request_and_closes_from_our_side() {
     let mut args = vec!["--url", &url, "--rate", "200", "--duration", "1s", "--connections", "8", "--no-keepalive"];
     args.extend_from_slice(probes);
     let (output, summary) = loader_run(&args, &out, Duration::from_secs(20));
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    let s = summary.expect("summary.json written");
+    let s = common::complete_run("no-keepalive", &output, &summary, &[0]);
     assert_eq!(u(&phase(&s, "main")["ok"]), 200);
     let opened = u(&s["run"]["connections_opened"]);
     // One per request, plus the initial pool that the first requests use.
@@ -372,8 +369,7 @@ fn head_responses_have_no_body() {
         &out,
         Duration::from_secs(20),
     );
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    let main = phase(summary.as_ref().expect("summary.json written"), "main");
+    let main = phase(common::complete_run("head", &output, &summary, &[0]), "main");
     assert_eq!(u(&main["ok"]), 100, "{main}");
     assert_eq!(u(&main["errors"]["timeout"]), 0, "a HEAD response must not wait for a body");
 }

@@ -124,8 +124,7 @@ fn a_stepped_file_runs_with_ramps_tagged_apart() {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/tiny.toml");
     let (output, summary) =
         loader_run(&[file.to_str().expect("utf-8 path"), "--url", &target.url()], &out, Duration::from_secs(30));
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    let s = summary.expect("summary.json written");
+    let s = common::complete_run("scenario-stepped", &output, &summary, &[0]);
     let names: Vec<&str> = s["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["ramp to step 1", "step 1", "ramp to step 2", "step 2"]);
     for (name, kind, requests, offered) in [

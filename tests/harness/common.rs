@@ -405,6 +405,32 @@ pub fn wait_for_a_quiet_host() -> u64 {
     }
 }
 
+/// A complete run, judged by a test whose subject is not trust: its exit is one of
+/// `trusted_exits` when the verdict trusted the run and 3 when it did not — an untrusted run
+/// is printed with why (on this VM, mostly the host's steal), and the test goes on to judge
+/// its own subject. Trust itself is judged by verdict.rs and verdict_matrix.rs on clean runs.
+/// Returns the summary.
+pub fn complete_run<'a>(
+    name: &str,
+    output: &Output,
+    summary: &'a Option<serde_json::Value>,
+    trusted_exits: &[i32],
+) -> &'a serde_json::Value {
+    let s = summary.as_ref().unwrap_or_else(|| panic!("{name}: no summary.json\n{}", show(output)));
+    let trusted = s["verdict"]["trusted"] == true;
+    if !trusted {
+        eprintln!("{name}: untrusted (not this test's subject):\n{}", invalidating_reasons(s));
+    }
+    let code = output.status.code();
+    let want = if trusted { trusted_exits.to_vec() } else { vec![3] };
+    assert!(
+        code.is_some_and(|c| want.contains(&c)),
+        "{name}: exit {code:?}, want one of {want:?} (verdict trusted: {trusted})\n{}",
+        show(output)
+    );
+    s
+}
+
 /// A summary's invalidating reasons, `code: detail`, one per line (empty when trusted).
 pub fn invalidating_reasons(summary: &serde_json::Value) -> String {
     let reasons = summary["verdict"]["reasons"].as_array().into_iter().flatten();
