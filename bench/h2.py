@@ -5,9 +5,13 @@ nginx (its own prefix under the run directory, 1 worker pinned to TARGET_CPU) se
 with prior knowledge (h2c) on 127.0.0.1; every tool runs pinned to LOAD_CPU. Rounds are
 interleaved: in each round h2load runs first at its maximum (closed loop: -c CONNECTIONS,
 -m STREAMS, -D DURATION), then the loader runs open loop at each rate of --rates, where
-"max" means the rate h2load just reached in that round. CPU time is the tool's user + system
-time (getrusage of the child, as bench/harness.py measures it); the figure compared is
-answered requests per CPU-second. The loader's own verdict is printed for each of its runs.
+"max" means the rate h2load just reached in that round; at each fixed rate h2load runs too,
+just before the loader, with --rps RATE/CONNECTIONS per connection (h2load's own pacing: no
+latency from the intended send time, but the same requests at the same rate). CPU time is
+the tool's user + system time (getrusage of the child, as bench/harness.py measures it); the
+figure compared is answered requests per CPU-second (the loader's over every phase, its 1 s
+warm-up included, as its CPU time covers it), against h2load at the same rate. The loader's
+own verdict is printed for each of its runs.
 
 usage: bench/h2.py [--rounds 3] [--duration 10] [--connections 8] [--streams 10]
                    [--rates max,10000,40000] [--loader PATH] [--out DIR]
@@ -78,21 +82,26 @@ http {{
     sys.exit("bench/h2.py: nginx did not listen")
 
 
-def h2load(args, url, log):
+def h2load(args, url, log, rate=None):
+    """h2load closed loop at its maximum, or at `rate` req/s in all (`--rps` per client: each
+    of its connections starts rate/connections requests a second, -m streams at most)."""
     cmd = ["taskset", "-c", args.load_cpu, "h2load", "-c", str(args.connections), "-m", str(args.streams),
-           "-D", str(args.duration), url]
-    cpu, wall, code = timed(cmd, log)
+           "-D", str(args.duration)]
+    if rate is not None:
+        cmd.append(f"--rps={rate / args.connections:g}")
+    cpu, wall, code = timed(cmd + [url], log)
     text = open(log).read()
     done = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", text)
     ok = int(done.group(1)) if done else 0
-    return {"tool": "h2load", "rate": "max", "ok": ok, "rps": ok / args.duration, "cpu_s": cpu, "code": code,
-            "verdict": "-", "p99_ms": None}
+    return {"tool": "h2load", "rate": "max" if rate is None else int(rate), "ok": ok, "rps": ok / args.duration,
+            "cpu_s": cpu, "code": code, "verdict": "-", "p99_ms": None}
 
 
 def loader(args, url, rate, out_dir, log):
     cmd = ["taskset", "-c", args.load_cpu, args.loader, "run", "--url", url, "--http2", "--max-streams",
            str(args.streams), "--rate", str(int(rate)), "--duration", f"{args.duration}s", "--connections",
-           str(args.connections), "--threads", "1", "--out", out_dir, "--plain"]
+           str(args.connections), "--threads", "1", "--warmup", "1s", "--preflight", "0s", "--no-emergency-stop",
+           "--out", out_dir, "--plain"]
     cpu, wall, code = timed(cmd, log)
     try:
         s = json.load(open(os.path.join(out_dir, "summary.json")))
@@ -100,7 +109,9 @@ def loader(args, url, rate, out_dir, log):
         return {"tool": "loader", "rate": int(rate), "ok": 0, "rps": 0, "cpu_s": cpu, "code": code,
                 "verdict": "no summary", "p99_ms": None}
     main = [p for p in s["phases"] if p.get("kind") != "warmup"][-1]
-    return {"tool": "loader", "rate": int(rate), "ok": main["ok"], "rps": main["ok"] / args.duration, "cpu_s": cpu,
+    # Its CPU time covers the warm-up too, so every phase's answers count (as bench/run.sh).
+    answered = sum(p["ok"] for p in s["phases"])
+    return {"tool": "loader", "rate": int(rate), "ok": answered, "rps": main["ok"] / args.duration, "cpu_s": cpu,
             "code": code, "verdict": "TRUSTED" if s["verdict"]["trusted"] else "UNTRUSTED",
             "p99_ms": main["latency_ms"]["p99"]}
 
@@ -119,7 +130,7 @@ def main():
     args.target_cpu = os.environ.get("TARGET_CPU", "1")
     if not shutil.which("h2load"):
         sys.exit("bench/h2.py: h2load is required (apt-get install nghttp2-client; cargo xtask setup installs it)")
-    run_dir = args.out or os.path.join("target", "bench", time.strftime("h2-%Y%m%d-%H%M%S"))
+    run_dir = os.path.abspath(args.out or os.path.join("target", "bench", time.strftime("h2-%Y%m%d-%H%M%S")))
     os.makedirs(run_dir, exist_ok=True)
     port = free_port()
     nginx = start_nginx(run_dir, port, args.target_cpu)
@@ -134,6 +145,12 @@ def main():
                 target = h["rps"] if rate == "max" else float(rate)
                 if target <= 0:
                     continue
+                if rate != "max":
+                    fixed = h2load(args, url, os.path.join(run_dir, f"h2load-{rate}-{r}.log"), target)
+                    fixed["rate_key"] = rate
+                    results.append(fixed)
+                    print(f"round {r + 1}: h2load at {int(target)}: {fixed['rps']:.0f} req/s, "
+                          f"{fixed['ok'] / max(fixed['cpu_s'], 1e-9):.0f} req/CPU-s", flush=True)
                 out = os.path.join(run_dir, f"loader-{rate}-{r}")
                 res = loader(args, url, target, out, out + ".log")
                 res["rate"] = f"max ({int(target)})" if rate == "max" else int(target)
@@ -145,14 +162,23 @@ def main():
     finally:
         nginx.terminate()
         nginx.wait(timeout=10)
-    h2 = [x["ok"] / x["cpu_s"] for x in results if x["tool"] == "h2load" and x["cpu_s"] > 0]
+    h2 = [x["ok"] / x["cpu_s"] for x in results if x["tool"] == "h2load" and x["rate"] == "max" and x["cpu_s"] > 0]
     h2_med = statistics.median(h2) if h2 else float("nan")
     print()
-    print("| tool | rate | answered req/s | req per CPU-second | vs h2load (max) | p99 ms | loader verdict |")
+    print("| tool | rate | answered req/s | req per CPU-second | vs h2load at the same rate | p99 ms | loader verdict |")
     print("|---|---|---:|---:|---:|---:|---|")
     print(f"| h2load -c {args.connections} -m {args.streams} | max (closed loop) | "
-          f"{statistics.median([x['rps'] for x in results if x['tool'] == 'h2load']):,.0f} | {h2_med:,.0f} | 1.00× | - | - |")
+          f"{statistics.median([x['rps'] for x in results if x['tool'] == 'h2load' and x['rate'] == 'max']):,.0f} | "
+          f"{h2_med:,.0f} | 1.00× | - | - |")
     for key in args.rates.split(","):
+        base = h2_med
+        fixed = [x for x in results if x["tool"] == "h2load" and x.get("rate_key") == key]
+        label = "h2load's max" if key == "max" else f"{int(float(key)):,}/s"
+        if fixed:
+            base = statistics.median([x["ok"] / max(x["cpu_s"], 1e-9) for x in fixed])
+            rps = statistics.median([x["rps"] for x in fixed])
+            print(f"| h2load --rps {float(key) / args.connections:g} × {args.connections} | {label} | {rps:,.0f} | "
+                  f"{base:,.0f} | 1.00× | - | - |")
         runs = [x for x in results if x["tool"] == "loader" and x.get("rate_key") == key]
         if not runs:
             continue
@@ -160,8 +186,7 @@ def main():
         rps = statistics.median([x["rps"] for x in runs])
         p99 = statistics.median([x["p99_ms"] for x in runs if x["p99_ms"] is not None] or [float("nan")])
         verdicts = ", ".join(sorted({x["verdict"] for x in runs}))
-        label = "h2load's max" if key == "max" else f"{int(float(key)):,}/s"
-        print(f"| loader --http2 | {label} (open loop) | {rps:,.0f} | {per:,.0f} | {per / h2_med:.2f}× | {p99:.2f} | {verdicts} |")
+        print(f"| loader --http2 | {label} (open loop) | {rps:,.0f} | {per:,.0f} | {per / base:.2f}× | {p99:.2f} | {verdicts} |")
     with open(os.path.join(run_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
 
