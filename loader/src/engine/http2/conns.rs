@@ -68,22 +68,32 @@ pub(super) fn reopen_one(ctx: &Rc<Ctx>) {
     }
 }
 
-/// The open connection with the fewest of our streams and one free below
-/// `min(--max-streams, the server's SETTINGS_MAX_CONCURRENT_STREAMS)`. A connection the
-/// server has sent GOAWAY on (it refuses new streams) is replaced at once: its streams in
-/// flight finish on it, new ones go to the new connection.
-pub(super) fn pick(ctx: &Rc<Ctx>) -> Option<usize> {
+/// The connection for the next stream: `prefer` (the one the same wake-up's last send went
+/// on) while it has a stream free, so the requests due together leave in one write and their
+/// answers come back together — one system call each way instead of one per request, as
+/// h2load sends `-m` streams at once; else the open connection with the fewest of our
+/// streams. Free: below `min(--max-streams, the server's SETTINGS_MAX_CONCURRENT_STREAMS)`.
+/// A connection the server has sent GOAWAY on (it refuses new streams) is replaced at once:
+/// its streams in flight finish on it, new ones go to the new connection.
+pub(super) fn pick(ctx: &Rc<Ctx>, prefer: Option<usize>) -> Option<usize> {
     let mut st = ctx.state.borrow_mut();
     let mut best: Option<(usize, u32)> = None;
     let mut gone = Vec::new();
     let mut cx = Context::from_waker(Waker::noop());
-    for (c, slot) in st.slots.iter_mut().enumerate() {
+    let order = prefer.into_iter().chain(0..st.slots.len());
+    for c in order {
+        let slot = &mut st.slots[c];
         let Some(send) = slot.send.as_mut() else { continue };
         let limit = (send.current_max_send_streams() as u32).min(ctx.h2.max_streams);
-        if slot.active >= limit || best.is_some_and(|(_, n)| n <= slot.active) {
+        let preferred = prefer == Some(c) && best.is_none();
+        if slot.active >= limit || (!preferred && best.is_some_and(|(_, n)| n <= slot.active)) {
             continue;
         }
         match send.poll_ready(&mut cx) {
+            Poll::Ready(Ok(())) if preferred => {
+                best = Some((c, slot.active));
+                break;
+            }
             Poll::Ready(Ok(())) => best = Some((c, slot.active)),
             Poll::Pending => {}
             Poll::Ready(Err(_)) => {

@@ -2,6 +2,8 @@
 //! control credit as the body arrives), and record how it ended.
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -19,10 +21,15 @@ enum Fail {
     Class(ErrorClass, Cow<'static, str>),
 }
 
+/// A stream in flight: awaits its answer and records it. The shard's loop polls these
+/// itself, between looks at the clock, rather than spawning a task per stream: a send due
+/// while answers are being read goes first, and no task is made per request.
+pub(super) type Exchange = Pin<Box<dyn Future<Output = ()>>>;
+
 /// Send `f` on connection `c` (the loop picked it with a stream free). `woke` and `target`:
 /// when the loop woke and what for (the loader's own part of the send lag). `Err(f)`: the
 /// connection refused a new stream (it is going away); nothing was sent or counted.
-pub(super) fn send(ctx: &Rc<Ctx>, c: usize, mut f: Flight, woke: u64, target: u64) -> Result<(), Flight> {
+pub(super) fn send(ctx: &Rc<Ctx>, c: usize, mut f: Flight, woke: u64, target: u64) -> Result<Exchange, Flight> {
     let (request, body) = ctx.h2.requests.get(f.request);
     let now = ctx.cfg.clock.now_ns();
     let mut st = ctx.state.borrow_mut();
@@ -62,8 +69,7 @@ pub(super) fn send(ctx: &Rc<Ctx>, c: usize, mut f: Flight, woke: u64, target: u6
     st.last_send_ns = Some(now);
     let key = st.insert(f);
     drop(st);
-    tokio::task::spawn_local(exchange(Rc::clone(ctx), c, generation, key, f, response));
-    Ok(())
+    Ok(Box::pin(exchange(Rc::clone(ctx), c, generation, key, f, response)))
 }
 
 /// Await the answer to `f` until its deadline and record it.

@@ -49,6 +49,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::Notify;
 
 use super::pool::PoolWatch;
@@ -207,10 +209,21 @@ pub(super) fn run_shard(mut cfg: ShardConfig, h2: Arc<Http2>) -> Result<ShardRes
     };
     let ended = local.block_on(
         &runtime,
-        Shard { ctx: Rc::clone(&ctx), schedule, timer, woke_at: 0, wake_target: 0, copy_due: 0, batch_ns: 0, wakes: 0 }
-            .run(),
+        Shard {
+            ctx: Rc::clone(&ctx),
+            schedule,
+            timer,
+            woke_at: 0,
+            wake_target: 0,
+            copy_due: 0,
+            batch_ns: 0,
+            wakes: 0,
+            streams: FuturesUnordered::new(),
+        }
+        .run(),
     );
-    // Every task (streams, connections) ends with the runtime; then the state is ours alone.
+    // The streams ended with the loop; every task (connections) ends with the runtime; then
+    // the state is ours alone.
     drop(local);
     drop(runtime);
     let state = match Rc::try_unwrap(ctx) {
@@ -243,6 +256,8 @@ struct Shard {
     /// The batching window now (see `window`), and wake-ups since it was last computed.
     batch_ns: u64,
     wakes: u64,
+    /// The streams in flight ([`exchange::Exchange`]), polled in `wait`.
+    streams: FuturesUnordered<exchange::Exchange>,
 }
 
 impl Shard {
@@ -319,18 +334,23 @@ impl Shard {
         retry.or_else(|| self.schedule.peek().map(|d| d.intended_ns))
     }
 
-    /// Sleep until `until` (run time) or until a task wakes the loop.
+    /// Sleep until `until` (run time) or until a task wakes the loop, reading the answers
+    /// of the streams in flight meanwhile — the clock first, before each one: a send that
+    /// falls due while answers are read waits for at most the one being recorded.
     async fn wait(&mut self, until: u64) {
         let before = self.ctx.cfg.clock.now_ns();
-        tokio::select! {
-            biased;
-            () = self.ctx.wake.notified() => {}
-            () = self.timer.sleep_until(until) => {
+        loop {
+            let timed_out = tokio::select! {
+                biased;
+                () = self.timer.sleep_until(until) => true,
+                () = self.ctx.wake.notified() => false,
+                Some(()) = self.streams.next(), if !self.streams.is_empty() => continue,
+            };
+            if timed_out && until > before {
                 let late = self.ctx.cfg.clock.now_ns().saturating_sub(until);
-                if until > before {
-                    self.ctx.state.borrow_mut().record.on_wake(late);
-                }
+                self.ctx.state.borrow_mut().record.on_wake(late);
             }
+            break;
         }
         self.woke_at = self.ctx.cfg.clock.now_ns();
         self.wake_target = until;
@@ -339,6 +359,8 @@ impl Shard {
     /// Send every due request that has a stream; `false` when one is left waiting for one.
     fn dispatch(&mut self) -> bool {
         let ctx = Rc::clone(&self.ctx);
+        // The connection this wake-up's last request went on: the next goes with it.
+        let mut last = None;
         loop {
             let now = ctx.cfg.clock.now_ns();
             let retry = ctx.state.borrow_mut().retries.pop_front();
@@ -365,14 +387,16 @@ impl Shard {
                 }
                 continue;
             }
-            match conns::pick(&ctx) {
+            match conns::pick(&ctx, last) {
                 Some(c) => {
                     if from_schedule {
                         self.schedule.advance();
                     }
-                    if let Err(f) = exchange::send(&ctx, c, f, self.woke_at, self.wake_target) {
+                    last = Some(c);
+                    match exchange::send(&ctx, c, f, self.woke_at, self.wake_target) {
+                        Ok(stream) => self.streams.push(stream),
                         // The connection is going away: the request goes first on another.
-                        ctx.state.borrow_mut().retries.push_front(f);
+                        Err(f) => ctx.state.borrow_mut().retries.push_front(f),
                     }
                 }
                 None => {
