@@ -39,7 +39,7 @@ fn chunked_gzip_bodies_and_server_closed_keepalive() {
         Duration::from_secs(30),
     );
     let s = common::complete_run("nginx-chunked", &output, &summary, &[0]);
-    let main = phase(&s, "main");
+    let main = phase(s, "main");
     assert_eq!(u(&main["ok"]), 800, "every chunked response framed: {main}");
     let errors: u64 = main["errors"].as_object().unwrap().values().map(u).sum();
     assert_eq!(errors, 0, "{main}");

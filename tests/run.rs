@@ -48,9 +48,9 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
     assert_eq!(s["interrupted"], false);
     // The pre-flight check ran on the run's threads before it.
     assert!(u(&s["preflight"]["wakeups"]) > 50, "{}", s["preflight"]);
-    let warm = phase(&s, "warmup");
+    let warm = phase(s, "warmup");
     assert_eq!(warm["kind"], "warmup");
-    let main = phase(&s, "main");
+    let main = phase(s, "main");
     assert_eq!(main["kind"], "hold");
     assert_eq!(u(&main["requests"]), 6000, "2000/s for 3 s");
     assert_eq!(u(&main["sent"]), 6000, "every planned request is sent");
@@ -347,7 +347,7 @@ fn no_keepalive_opens_one_connection_per_request_and_closes_from_our_side() {
     args.extend_from_slice(probes);
     let (output, summary) = loader_run(&args, &out, Duration::from_secs(20));
     let s = common::complete_run("no-keepalive", &output, &summary, &[0]);
-    assert_eq!(u(&phase(&s, "main")["ok"]), 200);
+    assert_eq!(u(&phase(s, "main")["ok"]), 200);
     let opened = u(&s["run"]["connections_opened"]);
     // One per request, plus the initial pool that the first requests use.
     assert!((200..=208).contains(&opened), "opened {opened}");

@@ -133,7 +133,7 @@ fn a_stepped_file_runs_with_ramps_tagged_apart() {
         ("ramp to step 2", "ramp", 75, 150.0),
         ("step 2", "hold", 200, 200.0),
     ] {
-        let p = phase(&s, name);
+        let p = phase(s, name);
         assert_eq!(p["kind"], kind, "{name}");
         assert_eq!(p["requests"].as_u64(), Some(requests), "{name}: {p}");
         assert_eq!(p["offered_rps"].as_f64(), Some(offered), "{name}");
