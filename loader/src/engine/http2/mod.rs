@@ -5,11 +5,13 @@
 //! HTTP/2), on a single-threaded tokio runtime per shard thread — one shard, one thread, as
 //! on HTTP/1.1. Why not frames on the io_uring ring: `h2` is the well-kept implementation
 //! every Rust HTTP/2 client uses, and the measurement against h2load is in
-//! docs/performance.md. What the engine adds around it:
+//! docs/http2.md. What the engine adds around it:
 //!
 //! - **The schedule.** The shard sleeps to each intended send time on a `timerfd`
 //!   ([`timer`]), not on tokio's 1 ms timer wheel; send lag and the loader's own part of it
-//!   are recorded as on HTTP/1.1.
+//!   are recorded as on HTTP/1.1. The streams in flight are polled by the loop itself
+//!   while it waits, its timer looked at before each, so a burst of answers does not hold
+//!   a due send back; requests due together go on one connection ([`conns::pick`]).
 //! - **Streams as the pool.** A connection takes at most `min(--max-streams, the server's
 //!   SETTINGS_MAX_CONCURRENT_STREAMS)` requests at once; a due request with no stream free
 //!   waits at the head of the schedule (its latency counting from the intended time), and
