@@ -297,16 +297,31 @@ fn a_short_stop_is_trusted_and_named_in_the_tail_above_p99() {
     let scenario = "a_short_stop_is_trusted_and_named_in_the_tail_above_p99";
     let Some(_serial) = setup(scenario) else { return };
     let pause = Duration::from_millis(8);
+    // Whether the loader was held up beyond the one stop — by what it was, or `None`. Judged
+    // on the measurements, never on the verdict: a verdict that mistook the stop would fail
+    // every attempt alike.
     let held_up = |o: &Outcome, stopped_for: Option<Duration>| {
-        let lag_max = o.main_phase()["send_lag_ms"]["max"].as_f64().unwrap_or(0.0);
+        let main = o.main_phase();
+        let lag_max = main["send_lag_ms"]["max"].as_f64().unwrap_or(0.0);
+        let lag_p99 = main["send_lag_ms"]["p99"].as_f64().unwrap_or(0.0);
         let stopped_ms = stopped_for.unwrap_or(pause).as_secs_f64() * 1000.0;
-        (lag_max > stopped_ms + EXTRA_HOLD_UP_MS).then_some(lag_max)
+        // At 1,000 req/s the stop delays one send per millisecond it lasts, and one more.
+        let by_the_stop = stopped_ms.ceil() + 1.0;
+        let sends = main["latency_ms"]["count"].as_f64().unwrap_or(0.0);
+        if lag_max > stopped_ms + EXTRA_HOLD_UP_MS {
+            Some(format!("sends up to {lag_max} ms late"))
+        } else if by_the_stop < 0.01 * sends && lag_p99 > SEND_LAG_P99_NOT_THE_STOP_MS {
+            Some(format!("send lag p99 {lag_p99} ms, which the stop's {by_the_stop} late sends of {sends} cannot set"))
+        } else {
+            None
+        }
     };
     let Some((mut o, mut line, mut stopped_for)) = run_with_a_stop(scenario, pause) else { return };
     for attempt in 2..=STOP_ATTEMPTS {
-        let Some(lag_max) = held_up(&o, stopped_for) else { break };
+        let Some(why) = held_up(&o, stopped_for) else { break };
+        let last_second = common::wait_for_a_quiet_host();
         println!(
-            "MATRIX {scenario}: stopped {stopped_for:?} but sends up to {lag_max} ms late: held up by more than the one stop, not the scenario; run {attempt} of {STOP_ATTEMPTS}"
+            "MATRIX {scenario}: stopped {stopped_for:?} but {why}: held up by more than the one stop, not the scenario; run {attempt} of {STOP_ATTEMPTS} (steal in the last second waited: {last_second} ms)"
         );
         let Some(again) = run_with_a_stop(scenario, pause) else { return };
         (o, line, stopped_for) = again;
@@ -321,7 +336,10 @@ fn a_short_stop_is_trusted_and_named_in_the_tail_above_p99() {
         )
         .set_up(
             held_up(&o, stopped_for).is_none(),
-            format!("sends up to {lag_max} ms late: something held the loader up beyond the {stopped_for:?} stop"),
+            format!(
+                "{}: something held the loader up beyond the {stopped_for:?} stop",
+                held_up(&o, stopped_for).unwrap_or_default()
+            ),
         )
         .note(format!("stopped {:?}, send lag max {lag_max} ms", stopped_for))
         .expect(lag_max >= 5.0, format!("the stop shows in the send lag (max {lag_max} ms)"))
@@ -335,9 +353,15 @@ fn a_short_stop_is_trusted_and_named_in_the_tail_above_p99() {
 /// 10 ms — the `late_sends` rule then rightly invalidated a run whose latency p99 of 0.49 ms
 /// the pause had raised from about 0.12 ms; locally the same row's sends are late by the stop
 /// alone, 7.2–7.7 ms.)
-const STOP_ATTEMPTS: u32 = 3;
+const STOP_ATTEMPTS: u32 = 4;
 /// Lateness beyond the stop's own length that is still the stop (the wake-up after SIGCONT).
 const EXTRA_HOLD_UP_MS: f64 = 2.0;
+/// A send lag p99 above this, when the stop's late sends are under 1 % of the phase, is the
+/// host's, not the stop's. (CI: a 7.9 ms stop in a run whose every second had 2–4 ms hiccups
+/// of the loader's wake-ups — no steal, no run-queue wait — send lag p99 0.43 ms, latency p99
+/// 0.69 ms: the verdict rightly untrusted it; here the same day, 0.19 ms against a latency
+/// p99 of 0.41 ms. A quiet run of this row: 0.01–0.04 ms.)
+const SEND_LAG_P99_NOT_THE_STOP_MS: f64 = 0.1;
 
 /// Loader and target in two namespaces joined by a veth; in the target's namespace a quarter
 /// of the connection-opening SYNs are dropped (nft `numgen random`, or iptables `statistic`).
