@@ -34,12 +34,16 @@ fn keepalive_https_run_does_one_handshake_per_connection() {
     let tls = &s["tls"];
     assert_eq!(u(&tls["handshakes"]), u(&s["run"]["connections_opened"]), "{tls}");
     assert_eq!(u(&tls["handshakes"]), 8, "one per pooled connection: {tls}");
-    assert_eq!(u(&tls["resumed"]), 0, "a fresh process has no session to resume: {tls}");
+    // A fresh process has no session to resume before its first handshake ends; a connection
+    // whose handshake starts after one has ended may resume its ticket (CI: 4 of 8, when the
+    // host held the pool's opening up).
+    let resumed = u(&tls["resumed"]);
+    assert!(resumed < 8, "the first handshake of a fresh process is a full one: {tls}");
     assert_eq!(u(&tls["failures"]), 0);
     assert!(tls["handshake_ms"]["max"].as_f64().unwrap() > 0.0);
     assert!(s["probes"]["tls_handshakes"].is_null(), "the uprobe's field stays the probe's");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("tls: 8 handshakes (0 resumed, 0 failed)"), "{stdout}");
+    assert!(stdout.contains(&format!("tls: 8 handshakes ({resumed} resumed, 0 failed)")), "{stdout}");
 }
 
 /// Keep-alive off: a handshake per request, and sessions are resumed.
