@@ -417,6 +417,12 @@ pub fn complete_run<'a>(
     trusted_exits: &[i32],
 ) -> &'a serde_json::Value {
     let s = summary.as_ref().unwrap_or_else(|| panic!("{name}: no summary.json\n{}", show(output)));
+    judge_complete(name, output, s, trusted_exits);
+    s
+}
+
+/// [`complete_run`] on a summary already read.
+pub fn judge_complete(name: &str, output: &Output, s: &serde_json::Value, trusted_exits: &[i32]) {
     let trusted = s["verdict"]["trusted"] == true;
     if !trusted {
         eprintln!("{name}: untrusted (not this test's subject):\n{}", invalidating_reasons(s));
@@ -428,7 +434,6 @@ pub fn complete_run<'a>(
         "{name}: exit {code:?}, want one of {want:?} (verdict trusted: {trusted})\n{}",
         show(output)
     );
-    s
 }
 
 /// A summary's invalidating reasons, `code: detail`, one per line (empty when trusted).
