@@ -375,6 +375,33 @@ fn runqueue() {
     assert!(busy_p99 >= 2_000.0 && busy_p99 >= 3.0 * quiet_p99, "busy p99 {busy_p99} µs vs quiet {quiet_p99} µs");
 }
 
+/// With the probes attached, other tracers still see the tracepoints they use. The kernel ANDs
+/// the return values of the BPF programs on a classic tracepoint and, on 0, drops the event
+/// for every perf consumer of it — `perf record -e sched:sched_switch`, `perf sched`, `perf
+/// trace` recorded nothing while a loader ran (aya's `#[tracepoint]` returns 0). Counted here
+/// with perf counters on this thread: its sleeps (sched_switch) and a connect of its own
+/// (inet_sock_set_state), both also seen by the probes.
+#[test]
+fn other_tracers_still_see_the_tracepoints() {
+    let Some((_serial, probes)) = start_probes("other_tracers_still_see_the_tracepoints") else { return };
+    assert!(probes.is_available(probe::RUNQUEUE), "{:?}", probes.availability());
+    assert!(probes.is_available(probe::TCP_STATES), "{:?}", probes.availability());
+    let switches = support::TracepointCounter::open("sched", "sched_switch");
+    let states = support::TracepointCounter::open("sock", "inet_sock_set_state");
+    const SLEEPS: u64 = 20;
+    for _ in 0..SLEEPS {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let client = TcpStream::connect(listener.local_addr().expect("local_addr")).expect("connect");
+    let (server, _) = listener.accept().expect("accept");
+    drop((client, server));
+    let (switches, states) = (switches.count(), states.count());
+    eprintln!("perf counters on this thread, probes attached: sched_switch {switches}, inet_sock_set_state {states}");
+    assert!(switches >= SLEEPS, "{SLEEPS} sleeps, {switches} sched_switch events reached perf");
+    assert!(states >= 1, "a connect, {states} inet_sock_set_state events reached perf");
+}
+
 /// The TLS uprobes fire on the markers themselves: this test calls them the way the engine
 /// does (which also links them into this test binary, where the uprobes resolve them) and
 /// checks the counts by outcome, the unmatched end, and the durations against a sleep.
@@ -468,6 +495,57 @@ mod support {
     };
 
     use loader::probes::{Probes, Unavailable};
+
+    /// A perf counter of one tracepoint's events in the calling thread (`perf_event_open`,
+    /// counting mode), as `perf stat -e CATEGORY:NAME` keeps one.
+    pub struct TracepointCounter {
+        fd: File,
+    }
+
+    /// `struct perf_event_attr` up to `bp_len` (`PERF_ATTR_SIZE_VER0`, 64 bytes).
+    #[repr(C)]
+    #[derive(Default)]
+    struct PerfEventAttr {
+        kind: u32,
+        size: u32,
+        config: u64,
+        sample_period: u64,
+        sample_type: u64,
+        read_format: u64,
+        flags: u64,
+        wakeup_events: u32,
+        bp_type: u32,
+        bp_addr: u64,
+    }
+
+    impl TracepointCounter {
+        pub fn open(category: &str, name: &str) -> TracepointCounter {
+            let id = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+                .iter()
+                .find_map(|root| std::fs::read_to_string(format!("{root}/events/{category}/{name}/id")).ok())
+                .unwrap_or_else(|| panic!("no tracefs id for {category}:{name}"));
+            let attr = PerfEventAttr {
+                kind: 2, // PERF_TYPE_TRACEPOINT
+                size: std::mem::size_of::<PerfEventAttr>() as u32,
+                config: id.trim().parse().expect("a tracepoint id is a number"),
+                ..Default::default()
+            };
+            // SAFETY: `attr` is a valid perf_event_attr of the size it states; pid 0 and cpu -1
+            // count the calling thread on any CPU; no group, no flags.
+            let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, 0, -1, -1, 0) };
+            assert!(fd >= 0, "perf_event_open {category}:{name}: {}", std::io::Error::last_os_error());
+            // SAFETY: a new descriptor this process owns from here on.
+            TracepointCounter { fd: unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) } }
+        }
+
+        pub fn count(&self) -> u64 {
+            let mut value = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into `value`.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), value.as_mut_ptr().cast(), value.len()) };
+            assert_eq!(n, 8, "read a perf counter: {}", std::io::Error::last_os_error());
+            u64::from_ne_bytes(value)
+        }
+    }
 
     /// One test at a time: the probes count everything this process connects.
     static SERIAL: Mutex<()> = Mutex::new(());

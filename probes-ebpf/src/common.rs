@@ -31,6 +31,30 @@ static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(lost::SLOTS, 0);
 #[map]
 static PROGRAM_RUNS: PerCpuArray<u64> = PerCpuArray::with_max_entries(runs::SLOTS, 0);
 
+/// What every tracepoint program returns. For a classic tracepoint the kernel ANDs the
+/// return values of the BPF programs attached to it and, on 0, drops the event for every
+/// other consumer of that tracepoint on the machine: `perf record -e sched:sched_switch`,
+/// `perf sched`, `perf trace` would record nothing while the loader runs. 1 lets the event
+/// through; the programs' own outcome is in their maps.
+pub(crate) const PASS_ON: u32 = 1;
+
+/// A classic tracepoint program that returns [`PASS_ON`]: aya's `#[tracepoint]` macro
+/// (aya-ebpf-macros 0.2) always returns 0, which hides the tracepoint from `perf` and every
+/// other tool for as long as the loader runs. The same section name and signature as the
+/// macro's, so user space finds and attaches it the same way.
+macro_rules! tracepoint_passing_on {
+    ($(#[$doc:meta])* fn $name:ident($ctx:ident) $body:block) => {
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        #[unsafe(link_section = "tracepoint")]
+        pub fn $name(ctx: *mut ::core::ffi::c_void) -> u32 {
+            let $ctx = ::aya_ebpf::programs::TracePointContext::new(ctx);
+            $body
+            crate::common::PASS_ON
+        }
+    };
+}
+
 /// Count one run of the busy program `slot` (`runs::*`).
 #[inline(always)]
 pub(crate) fn ran(slot: u32) {

@@ -12,12 +12,7 @@
 //! Fields (6.18): `rx_sk` ptr @24, `reason` enum (4 bytes) @36. Reason names come from the
 //! format file's `print fmt` (user space).
 
-use aya_ebpf::{
-    Global,
-    macros::{map, tracepoint},
-    maps::PerCpuArray,
-    programs::TracePointContext,
-};
+use aya_ebpf::{Global, macros::map, maps::PerCpuArray, programs::TracePointContext};
 use aya_log_ebpf::debug;
 use probes_ebpf::{DROP_REASON_SLOTS, KfreeSkbLayout, lost};
 
@@ -34,11 +29,10 @@ static KFREE_SKB_LAYOUT: Global<KfreeSkbLayout> = Global::new(KfreeSkbLayout::LI
 #[map]
 static DROP_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASON_SLOTS, 0);
 
-/// `names::DROPS_PROGRAM`, attached to `skb:kfree_skb`.
-#[tracepoint]
-pub fn drops(ctx: TracePointContext) -> u32 {
-    match try_drops(&ctx) {
-        Ok(ret) | Err(ret) => ret,
+tracepoint_passing_on! {
+    /// `names::DROPS_PROGRAM`, attached to `skb:kfree_skb`.
+    fn drops(ctx) {
+        let _ = try_drops(&ctx);
     }
 }
 

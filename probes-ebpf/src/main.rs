@@ -12,6 +12,7 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 #[cfg(target_arch = "bpf")]
+#[macro_use]
 mod common;
 #[cfg(target_arch = "bpf")]
 mod drops;

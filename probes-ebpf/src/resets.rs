@@ -10,12 +10,7 @@
 //!
 //! Fields (6.18): receive_reset `skaddr` @8; send_reset `skaddr` @16, `state` @24 (unused).
 
-use aya_ebpf::{
-    Global,
-    macros::{map, tracepoint},
-    maps::PerCpuArray,
-    programs::TracePointContext,
-};
+use aya_ebpf::{Global, macros::map, maps::PerCpuArray, programs::TracePointContext};
 use probes_ebpf::{SockEventLayout, sock_event};
 
 use crate::{
@@ -35,11 +30,10 @@ static RECEIVE_RESET_LAYOUT: Global<SockEventLayout> = Global::new(SockEventLayo
 #[unsafe(no_mangle)]
 static SEND_RESET_LAYOUT: Global<SockEventLayout> = Global::new(SockEventLayout::SEND_RESET_6_18);
 
-/// `names::RESETS_RECEIVED_PROGRAM`, attached to `tcp:tcp_receive_reset`.
-#[tracepoint]
-pub fn resets_received(ctx: TracePointContext) -> u32 {
-    match try_resets_received(&ctx) {
-        Ok(ret) | Err(ret) => ret,
+tracepoint_passing_on! {
+    /// `names::RESETS_RECEIVED_PROGRAM`, attached to `tcp:tcp_receive_reset`.
+    fn resets_received(ctx) {
+        let _ = try_resets_received(&ctx);
     }
 }
 
@@ -51,11 +45,10 @@ fn try_resets_received(ctx: &TracePointContext) -> Result<u32, u32> {
     Ok(0)
 }
 
-/// `names::RESETS_SENT_PROGRAM`, attached to `tcp:tcp_send_reset`.
-#[tracepoint]
-pub fn resets_sent(ctx: TracePointContext) -> u32 {
-    match try_resets_sent(&ctx) {
-        Ok(ret) | Err(ret) => ret,
+tracepoint_passing_on! {
+    /// `names::RESETS_SENT_PROGRAM`, attached to `tcp:tcp_send_reset`.
+    fn resets_sent(ctx) {
+        let _ = try_resets_sent(&ctx);
     }
 }
 

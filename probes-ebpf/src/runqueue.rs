@@ -36,7 +36,7 @@
 use aya_ebpf::{
     Global,
     bindings::{BPF_ANY, BPF_NOEXIST},
-    macros::{map, tracepoint},
+    macros::map,
     maps::{HashMap, PerCpuArray},
     programs::TracePointContext,
 };
@@ -72,19 +72,17 @@ static RUNQ_LATENCY: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::SLOT
 #[map]
 static RUNQ_LATENCY_OTHER: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::SLOTS, 0);
 
-/// `names::RUNQ_WAKEUP_PROGRAM`, attached to `sched:sched_wakeup`.
-#[tracepoint]
-pub fn runq_wakeup(ctx: TracePointContext) -> u32 {
-    match try_runq_wakeup(&ctx, false) {
-        Ok(ret) | Err(ret) => ret,
+tracepoint_passing_on! {
+    /// `names::RUNQ_WAKEUP_PROGRAM`, attached to `sched:sched_wakeup`.
+    fn runq_wakeup(ctx) {
+        let _ = try_runq_wakeup(&ctx, false);
     }
 }
 
-/// `names::RUNQ_WAKEUP_NEW_PROGRAM`, attached to `sched:sched_wakeup_new`.
-#[tracepoint]
-pub fn runq_wakeup_new(ctx: TracePointContext) -> u32 {
-    match try_runq_wakeup(&ctx, true) {
-        Ok(ret) | Err(ret) => ret,
+tracepoint_passing_on! {
+    /// `names::RUNQ_WAKEUP_NEW_PROGRAM`, attached to `sched:sched_wakeup_new`.
+    fn runq_wakeup_new(ctx) {
+        let _ = try_runq_wakeup(&ctx, true);
     }
 }
 
@@ -109,11 +107,10 @@ fn try_runq_wakeup(ctx: &TracePointContext, new_task: bool) -> Result<u32, u32> 
     Ok(0)
 }
 
-/// `names::RUNQ_SWITCH_PROGRAM`, attached to `sched:sched_switch`.
-#[tracepoint]
-pub fn runq_switch(ctx: TracePointContext) -> u32 {
-    match try_runq_switch(&ctx) {
-        Ok(ret) | Err(ret) => ret,
+tracepoint_passing_on! {
+    /// `names::RUNQ_SWITCH_PROGRAM`, attached to `sched:sched_switch`.
+    fn runq_switch(ctx) {
+        let _ = try_runq_switch(&ctx);
     }
 }
 

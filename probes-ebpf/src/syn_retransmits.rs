@@ -8,7 +8,7 @@
 //! Fields (6.18): `skaddr` ptr @16, `state` int @24; user space sets `RETRANSMIT_LAYOUT`
 //! from the running kernel's format file.
 
-use aya_ebpf::{Global, macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::{Global, programs::TracePointContext};
 use probes_ebpf::{SockEventLayout, sock_event, tcp_state};
 
 use crate::{
@@ -21,11 +21,10 @@ use crate::{
 #[unsafe(no_mangle)]
 static RETRANSMIT_LAYOUT: Global<SockEventLayout> = Global::new(SockEventLayout::RETRANSMIT_6_18);
 
-/// `names::SYN_RETRANSMITS_PROGRAM`, attached to `tcp:tcp_retransmit_skb`.
-#[tracepoint]
-pub fn syn_retransmits(ctx: TracePointContext) -> u32 {
-    match try_syn_retransmits(&ctx) {
-        Ok(ret) | Err(ret) => ret,
+tracepoint_passing_on! {
+    /// `names::SYN_RETRANSMITS_PROGRAM`, attached to `tcp:tcp_retransmit_skb`.
+    fn syn_retransmits(ctx) {
+        let _ = try_syn_retransmits(&ctx);
     }
 }
 

@@ -44,7 +44,7 @@
 use aya_ebpf::{
     Global,
     bindings::BPF_ANY,
-    macros::{map, tracepoint},
+    macros::map,
     maps::{HashMap, LruHashMap, PerCpuArray},
     programs::TracePointContext,
 };
@@ -79,11 +79,10 @@ static CONNECT_LATENCY: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::S
 #[map]
 static TCP_STATE_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TRANSITION_SLOTS, 0);
 
-/// `names::TCP_STATES_PROGRAM`, attached to `sock:inet_sock_set_state`.
-#[tracepoint]
-pub fn tcp_states(ctx: TracePointContext) -> u32 {
-    match try_tcp_states(&ctx) {
-        Ok(ret) | Err(ret) => ret,
+tracepoint_passing_on! {
+    /// `names::TCP_STATES_PROGRAM`, attached to `sock:inet_sock_set_state`.
+    fn tcp_states(ctx) {
+        let _ = try_tcp_states(&ctx);
     }
 }
 
