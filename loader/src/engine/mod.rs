@@ -26,6 +26,7 @@ mod pool;
 mod rxtime;
 mod shard;
 pub mod tls;
+pub mod wakeup;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

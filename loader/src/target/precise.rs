@@ -42,8 +42,8 @@ fn timer() -> &'static Sender<Request> {
         std::thread::Builder::new()
             .name("loader-target-timer".into())
             .spawn(move || {
-                // Timer waits end when asked, not up to 50 µs later (the default slack).
-                let _ = nix::sys::prctl::set_timerslack(1);
+                // Timer waits end when asked, and a wake-up preempts what runs on the core.
+                crate::engine::wakeup::on_time();
                 let mut heap: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
                 let mut seq = 0u64;
                 loop {

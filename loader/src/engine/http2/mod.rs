@@ -202,8 +202,8 @@ pub(super) fn run_shard(mut cfg: ShardConfig, h2: Arc<Http2>) -> Result<ShardRes
         }),
         wake: Notify::new(),
     });
-    // Let the timerfd's hrtimer end when asked, not up to 50 µs later (the default slack).
-    let _ = nix::sys::prctl::set_timerslack(1);
+    // The timerfd's waits end when asked, and a wake-up preempts what runs on the core.
+    crate::engine::wakeup::on_time();
     let local = tokio::task::LocalSet::new();
     let timer = {
         let _guard = runtime.enter();

@@ -197,8 +197,8 @@ impl Shard {
     /// Open the pool, wait for the start instant, then run the schedule to its end. Never
     /// fails: a failure part-way ends the shard with what it measured and the error.
     pub fn run(mut self) -> ShardResult {
-        // Let hrtimer waits end when asked, not up to 50 µs later (the default slack).
-        let _ = nix::sys::prctl::set_timerslack(1);
+        // Timer waits end when asked, and a wake-up preempts what runs on the core.
+        crate::engine::wakeup::on_time();
         // When the stop flag rises (interrupt, emergency stop) nothing more is sent; answers
         // already on their way are still awaited, for at most `drain_ns`.
         let drain_ns = self.timeout_ns.min(MAX_DRAIN_NS);
