@@ -276,11 +276,17 @@ impl Shard {
             self.realtime.sync(woke);
             // Sends first: reading responses must not delay what is due — unless they hold the
             // connections the due sends need (read late on purpose), then read them first.
-            // (Queued sends leave with the next enter, after this turn's reading: submitting
-            // them before it was tried — +12 % requests per CPU-second at 30,000 req/s — and
-            // left out until its effect on the target's batching is measured; issue 10.)
+            // When sends share wake-ups they leave at once, not with the sleep's enter after
+            // the reading: the target works while the shard reads. Measured on one shard, nginx
+            // on the other core, interleaved pairs, requests per CPU-second: 40,000 req/s
+            // 66,600 → 77,400, 100,000 req/s 112,900 → 129,400, the same send lag and latency.
+            // With a wake-up per send it is an enter more per request for nothing: 10,000 req/s
+            // no difference, 1,000 req/s 25,700 → 22,100.
             if stopped_at.is_none() {
                 self.dispatch(woke);
+                if self.pace.batch_ns > 0 {
+                    self.submit_queued();
+                }
             }
             self.reap(woke);
             if stopped_at.is_none() && self.schedule.peek().is_some_and(|d| d.intended_ns <= woke) {
