@@ -22,43 +22,56 @@ use common::{Target, loader_bin, loader_run, out_dir, tmp_dir, wait_bounded};
 const WINDOW: (u32, u32) = (1280, 900);
 
 /// One stepped run shared by the tests: 200, 400 and 800 req/s against a target that serves
-/// 500 (1 worker, 2 ms a request), so the knee lies inside the run.
+/// 500 (1 worker, 2 ms a request), so the knee lies inside the run. The knee is found only on
+/// steps the verdict trusts, and the page's knee is a subject here: a run the verdict calls
+/// untrusted (a busy host — CI once had sends 39 ms late at 200 req/s) is said, with its
+/// reasons, and made again, [`RUN_ATTEMPTS`] times at most; the last one is kept either way.
 fn run_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let target = Target::start(&["--workers", "1", "--delay", "2ms"]);
-        let out = out_dir("report-html");
-        let (output, summary) = loader_run(
-            &[
-                "--url",
-                &target.url(),
-                "--profile",
-                "step",
-                "--steps",
-                "200,400,800",
-                "--hold",
-                "2s",
-                "--ramp",
-                "500ms",
-                "--warmup",
-                "1s",
-                "--timeout",
-                "2s",
-                "--no-probes",
-            ],
-            &out,
-            Duration::from_secs(90),
-        );
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        // Trusted with failed gates (4) is expected; passed (0) or untrusted (3, a busy host)
-        // still make a report. Anything else is a failed run.
-        assert!(matches!(output.status.code(), Some(0 | 3 | 4)), "{:?}\n{stdout}\n{stderr}", output.status);
-        assert!(summary.is_some(), "no summary.json: {stdout}\n{stderr}");
-        assert!(stdout.contains(&format!("report: {}", out.join("report.html").display())), "{stdout}");
-        out
+        let mut attempt = 1;
+        loop {
+            let out = out_dir(&format!("report-html-{attempt}"));
+            let (output, summary) = loader_run(
+                &[
+                    "--url",
+                    &target.url(),
+                    "--profile",
+                    "step",
+                    "--steps",
+                    "200,400,800",
+                    "--hold",
+                    "2s",
+                    "--ramp",
+                    "500ms",
+                    "--warmup",
+                    "1s",
+                    "--timeout",
+                    "2s",
+                    "--no-probes",
+                ],
+                &out,
+                Duration::from_secs(90),
+            );
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            // Trusted with failed gates (4) is expected; passed (0) or untrusted (3, a busy host)
+            // still make a report. Anything else is a failed run.
+            assert!(matches!(output.status.code(), Some(0 | 3 | 4)), "{:?}\n{stdout}\n{stderr}", output.status);
+            let summary = summary.unwrap_or_else(|| panic!("no summary.json: {stdout}\n{stderr}"));
+            assert!(stdout.contains(&format!("report: {}", out.join("report.html").display())), "{stdout}");
+            if summary["verdict"]["trusted"] == true || attempt == RUN_ATTEMPTS {
+                return out;
+            }
+            eprintln!("report-html run {attempt}: untrusted, made again:\n{}", common::invalidating_reasons(&summary));
+            attempt += 1;
+        }
     })
 }
+
+/// Runs made at most for [`run_dir`].
+const RUN_ATTEMPTS: u32 = 3;
 
 fn summary() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(run_dir().join("summary.json")).expect("summary.json"))
