@@ -10,9 +10,9 @@
 //!   run-to-parity) unless the woken task asks for a shorter slice. Without it, the loader's
 //!   own sampler waking once a second — reading the probes' maps and `/proc`, ~1.5 ms of
 //!   work — held a shard on the same core for that long: the shard's timer fired and it
-//!   waited 1.2–1.6 ms every second, ~20 sends late at 10,000 req/s, enough to set the send
-//!   lag p99 of a clean run (0.5–0.6 ms) and make the verdict cry wolf. The same held for any
-//!   other task sharing the core. A short slice changes when the thread runs, not how much:
+//!   waited 1.2–1.6 ms every second, ~15 sends late at 10,000 req/s; with the host's own
+//!   pauses, enough to push a clean run's send lag p99 to 0.4–1.1 ms and make the verdict cry
+//!   wolf. The same held for any other task of the same priority sharing the core. A short slice changes when the thread runs, not how much:
 //!   its weight (nice) is unchanged. Older kernels ignore the field.
 
 /// The slice asked for: the shortest the kernel allows (100 µs).
