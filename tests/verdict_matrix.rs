@@ -66,10 +66,10 @@ fn target(flags: &[&str]) -> Target {
 ///
 /// A run during which this virtual machine's host took its CPUs (steal, or a pause the steal
 /// figure misses) is not a clean run: when the verdict invalidates it only for delays it lays
-/// at the host's door ([`spoiled`]), the scenario says so and runs again, up to [`STEAL_ATTEMPTS`] runs in all; the last is judged
-/// whatever it says. (CI in a steal spell: two runs in a row at 10,000 req/s each had
-/// 100–190 ms of steal, and per-second latency p99 1.2 ms in the seconds with steal against
-/// 0.2 ms in those without.)
+/// at the host's door ([`spoiled`]), the scenario says so and runs again, up to
+/// [`STEAL_ATTEMPTS`] runs in all; the last is judged whatever it says. (CI in a steal spell:
+/// two runs in a row at 10,000 req/s each had 100–190 ms of steal, and per-second latency p99
+/// 1.2 ms in the seconds with steal against 0.2 ms in those without.)
 fn clean_run(scenario: &str, rate: &str) {
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);

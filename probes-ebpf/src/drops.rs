@@ -36,11 +36,11 @@ tracepoint_passing_on! {
     }
 }
 
-fn try_drops(ctx: &TracePointContext) -> Result<u32, u32> {
+fn try_drops(ctx: &TracePointContext) -> Result<(), u32> {
     let layout = KFREE_SKB_LAYOUT.load();
     let rx_sk = read::<u64>(ctx, layout.rx_sk)?;
     if rx_sk == 0 || (LOADER_SOCKS.get_ptr(rx_sk).is_none() && CLOSED_SOCKS.get_ptr(rx_sk).is_none()) {
-        return Ok(0);
+        return Ok(());
     }
     let reason = read::<u32>(ctx, layout.reason)?;
     if reason < DROP_REASON_SLOTS {
@@ -49,5 +49,5 @@ fn try_drops(ctx: &TracePointContext) -> Result<u32, u32> {
         crate::common::lost(lost::DROP_REASON_OUT_OF_RANGE);
         debug!(ctx, "lost drop_reason_out_of_range: drop reason {} on socket {:x} is not counted", reason, rx_sk);
     }
-    Ok(0)
+    Ok(())
 }

@@ -37,12 +37,12 @@ tracepoint_passing_on! {
     }
 }
 
-fn try_resets_received(ctx: &TracePointContext) -> Result<u32, u32> {
+fn try_resets_received(ctx: &TracePointContext) -> Result<(), u32> {
     let skaddr = read::<u64>(ctx, RECEIVE_RESET_LAYOUT.load().skaddr)?;
     if LOADER_SOCKS.get_ptr(skaddr).is_some() {
         bump(&SOCK_EVENTS, sock_event::RESETS_RECEIVED);
     }
-    Ok(0)
+    Ok(())
 }
 
 tracepoint_passing_on! {
@@ -52,13 +52,13 @@ tracepoint_passing_on! {
     }
 }
 
-fn try_resets_sent(ctx: &TracePointContext) -> Result<u32, u32> {
+fn try_resets_sent(ctx: &TracePointContext) -> Result<(), u32> {
     let skaddr = read::<u64>(ctx, SEND_RESET_LAYOUT.load().skaddr)?;
     if skaddr == 0 {
-        return Ok(0);
+        return Ok(());
     }
     if LOADER_SOCKS.get_ptr(skaddr).is_some() || CLOSED_SOCKS.get_ptr(skaddr).is_some() {
         bump(&SOCK_EVENTS, sock_event::RESETS_SENT);
     }
-    Ok(0)
+    Ok(())
 }

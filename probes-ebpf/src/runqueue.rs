@@ -86,25 +86,25 @@ tracepoint_passing_on! {
     }
 }
 
-fn try_runq_wakeup(ctx: &TracePointContext, new_task: bool) -> Result<u32, u32> {
+fn try_runq_wakeup(ctx: &TracePointContext, new_task: bool) -> Result<(), u32> {
     if target_tgid() == 0 {
-        return Ok(0);
+        return Ok(());
     }
     crate::common::ran(runs::RUNQ_WAKEUP);
     let tid = read::<i32>(ctx, WAKEUP_LAYOUT.load().pid)? as u32;
     if new_task {
         // Created by a loader thread: a thread of ours or a child (see the module doc).
         if !current_is_loader() {
-            return Ok(0);
+            return Ok(());
         }
         if let Err(errno) = LOADER_TIDS.insert(tid, thread_role::OTHER, u64::from(BPF_ANY)) {
             tid_map_full(ctx, "LOADER_TIDS", tid, errno);
         }
     } else if LOADER_TIDS.get_ptr(tid).is_none() {
-        return Ok(0);
+        return Ok(());
     }
     start(ctx, tid);
-    Ok(0)
+    Ok(())
 }
 
 tracepoint_passing_on! {
@@ -114,9 +114,9 @@ tracepoint_passing_on! {
     }
 }
 
-fn try_runq_switch(ctx: &TracePointContext) -> Result<u32, u32> {
+fn try_runq_switch(ctx: &TracePointContext) -> Result<(), u32> {
     if target_tgid() == 0 {
-        return Ok(0);
+        return Ok(());
     }
     crate::common::ran(runs::RUNQ_SWITCH);
     let layout = SWITCH_LAYOUT.load();
@@ -172,7 +172,7 @@ fn try_runq_switch(ctx: &TracePointContext) -> Result<u32, u32> {
         record(histogram, now_ns().saturating_sub(started));
         let _ = RUNQ_START.remove(next);
     }
-    Ok(0)
+    Ok(())
 }
 
 /// Thread `tid` is runnable from now.

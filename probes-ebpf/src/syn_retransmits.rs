@@ -28,15 +28,15 @@ tracepoint_passing_on! {
     }
 }
 
-fn try_syn_retransmits(ctx: &TracePointContext) -> Result<u32, u32> {
+fn try_syn_retransmits(ctx: &TracePointContext) -> Result<(), u32> {
     let layout = RETRANSMIT_LAYOUT.load();
     let skaddr = read::<u64>(ctx, layout.skaddr)?;
     if LOADER_SOCKS.get_ptr(skaddr).is_none() {
-        return Ok(0);
+        return Ok(());
     }
     bump(&SOCK_EVENTS, sock_event::RETRANSMITS);
     if read::<i32>(ctx, layout.state)? as u32 == tcp_state::SYN_SENT {
         bump(&SOCK_EVENTS, sock_event::SYN_RETRANSMITS);
     }
-    Ok(0)
+    Ok(())
 }

@@ -88,7 +88,7 @@ tracepoint_passing_on! {
 
 /// The tracepoint's return value is ignored for programs attached through perf events
 /// (it only gates recording into a trace buffer we do not have); 0 everywhere.
-fn try_tcp_states(ctx: &TracePointContext) -> Result<u32, u32> {
+fn try_tcp_states(ctx: &TracePointContext) -> Result<(), u32> {
     crate::common::ran(runs::TCP_STATES);
     let layout = SET_STATE_LAYOUT.load();
 
@@ -98,7 +98,7 @@ fn try_tcp_states(ctx: &TracePointContext) -> Result<u32, u32> {
         read::<u16>(ctx, layout.protocol)?
     };
     if protocol != IPPROTO_TCP {
-        return Ok(0);
+        return Ok(());
     }
 
     let skaddr = read::<u64>(ctx, layout.skaddr)?;
@@ -109,7 +109,7 @@ fn try_tcp_states(ctx: &TracePointContext) -> Result<u32, u32> {
 
     if old == tcp_state::CLOSE && new == tcp_state::SYN_SENT {
         if !current_is_loader() {
-            return Ok(0);
+            return Ok(());
         }
         // BPF_ANY: a freed socket's address may be reused before we saw its CLOSE.
         if let Err(errno) = LOADER_SOCKS.insert(skaddr, now_ns(), u64::from(BPF_ANY)) {
@@ -125,7 +125,7 @@ fn try_tcp_states(ctx: &TracePointContext) -> Result<u32, u32> {
         }
     } else {
         let Some(started) = LOADER_SOCKS.get_ptr(skaddr) else {
-            return Ok(0);
+            return Ok(());
         };
         if old == tcp_state::SYN_SENT && new == tcp_state::ESTABLISHED {
             // SAFETY: the map returned a valid pointer to the entry's `u64`; a concurrent
@@ -167,5 +167,5 @@ fn try_tcp_states(ctx: &TracePointContext) -> Result<u32, u32> {
             debug!(ctx, "lost state_out_of_range: TCP state {} -> {} of socket {:x} is not counted", old, new, skaddr);
         }
     }
-    Ok(0)
+    Ok(())
 }

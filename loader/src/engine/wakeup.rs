@@ -12,8 +12,9 @@
 //!   work — held a shard on the same core for that long: the shard's timer fired and it
 //!   waited 1.2–1.6 ms every second, ~15 sends late at 10,000 req/s; with the host's own
 //!   pauses, enough to push a clean run's send lag p99 to 0.4–1.1 ms and make the verdict cry
-//!   wolf. The same held for any other task of the same priority sharing the core. A short slice changes when the thread runs, not how much:
-//!   its weight (nice) is unchanged. Older kernels ignore the field.
+//!   wolf. The same held for any other task of the same priority sharing the core. A short
+//!   slice changes when the thread runs, not how much: its weight (nice) is unchanged. Older
+//!   kernels ignore the field.
 
 /// The slice asked for: the shortest the kernel allows (100 µs).
 pub const SLICE_NS: u64 = 100_000;
