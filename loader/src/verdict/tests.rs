@@ -276,10 +276,26 @@ fn delays_that_reach_only_the_tail_above_p99_are_annotated() {
     s.phases[0].send_lag_ms.max = 0.9;
     s.phases[0].send_lag_ms.p999 = 0.8;
     assert!(judge(&s, &Limits::default()).reasons.is_empty());
-    // … nor a tail the target made (the loader's delay a small part of it).
+    // … nor a tail the target made (the loader's delay a small part of its p99.9 and max).
     s.phases[0].send_lag_ms.max = 4.1;
     s.phases[0].send_lag_ms.p999 = 0.3;
+    s.phases[0].latency_ms.max = 42.0;
     assert!(judge(&s, &Limits::default()).reasons.is_empty());
+    // A pause reaches the latency tail by more than its send lag shows (the requests around it
+    // take longer from send to answer too): CI, an 8 ms stop at 1,000 req/s, send lag p99.9
+    // 1.7 ms of a latency p99.9 of 7.25 ms, but its max 7.03 ms of a latency max of 11.2 ms.
+    s.phases[0].latency_ms.p999 = 7.25;
+    s.phases[0].latency_ms.max = 11.2;
+    s.phases[0].send_lag_ms.p999 = 1.7;
+    s.phases[0].send_lag_ms.max = 7.03;
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["tail_own_delay"]));
+    assert_eq!((v.reasons[0].value, v.reasons[0].limit), (Some(7.03), Some(2.8)));
+    assert!(v.reasons[0].detail.contains("63% of the latency max of 11.20 ms"), "{}", v.reasons[0].detail);
+    s.phases[0].send_lag_ms.p999 = 0.3;
+    s.phases[0].send_lag_ms.max = 4.1;
+    s.phases[0].latency_ms.p999 = 2.5;
+    s.phases[0].latency_ms.max = 42.0;
     // … nor a lag that is the wait for a busy connection: a saturated target exhausted the
     // pool (a stepped run past a 1-worker target's capacity: send lag p99.9 1379 ms = 91 % of
     // the latency p99.9, all of it pool waits, was blamed on "the host pausing the loader").
