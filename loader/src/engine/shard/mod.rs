@@ -29,6 +29,7 @@
 mod connections;
 mod requests;
 mod ring;
+mod timers;
 mod tls;
 
 pub(super) use requests::own_lag;
@@ -135,6 +136,9 @@ pub struct Shard {
     /// schedule, not for a disk, and an iowait sleep tells the idle and frequency governors
     /// to keep the CPU in shallow, costlier states.
     enter_flags: io_uring::EnterFlags,
+    /// The wake-up timers armed ahead on the ring (rings with deferred task-run, Linux 6.1+;
+    /// else each wait arms its own).
+    timers: Option<timers::WakeTimers>,
 }
 
 impl Shard {
@@ -150,6 +154,7 @@ impl Shard {
         if ring.params().is_feature_no_iowait() {
             enter_flags |= io_uring::EnterFlags::NO_IOWAIT;
         }
+        let timers = ring.params().is_setup_single_issuer().then(timers::WakeTimers::new);
         let rows = cfg.requests.keys.as_ref().map_or(0, |k| k.rows());
         Ok(Shard {
             ring,
@@ -191,6 +196,7 @@ impl Shard {
             cq_entries,
             abs_timer: true,
             enter_flags,
+            timers,
         })
     }
 
@@ -255,13 +261,13 @@ impl Shard {
             let (early, window) =
                 (self.lateness.early(self.pace.early_cap_ns), self.pace.window(self.lateness.early(u64::MAX)));
             let sleep = pace::plan(&situation, early, window);
-            self.wait(&sleep)?;
+            let target = self.wait(&sleep)?;
             let mut woke = self.clock.now_ns();
             // The kernel reports the number submitted rather than the timeout when this enter
             // also submitted work, so a wake-up at or past the target counts as the timer's.
-            let timed_out = woke >= sleep.until;
+            let timed_out = woke >= target;
             if timed_out {
-                let late = woke - sleep.until;
+                let late = woke - target;
                 self.record.on_wake(late);
                 self.lateness.observe(late);
             }
@@ -272,7 +278,7 @@ impl Shard {
                 woke = self.spin_until(due, woke);
             }
             self.woke_at = woke;
-            self.wake_target = sleep.until;
+            self.wake_target = target;
             self.realtime.sync(woke);
             // Sends first: reading responses must not delay what is due — unless they hold the
             // connections the due sends need (read late on purpose), then read them first.
@@ -345,6 +351,9 @@ impl Shard {
         let mut cqes = std::mem::take(&mut self.cqes);
         cqes.extend(self.ring.completion().map(|e| (e.user_data(), e.result(), e.flags())));
         for &(ud, res, flags) in &cqes {
+            if self.timers.as_mut().is_some_and(|t| t.completed(ud)) {
+                continue;
+            }
             self.complete(ud, res, flags, now);
         }
         cqes.clear();

@@ -29,8 +29,10 @@ pub(super) fn new_ring(entries: u32) -> Result<IoUring, EngineError> {
 const ENTER_GETEVENTS: u32 = 1;
 
 impl Shard {
-    /// Submit what is queued and sleep as `sleep` says.
-    pub(super) fn wait(&mut self, sleep: &Sleep) -> Result<(), EngineError> {
+    /// Submit what is queued and sleep as `sleep` says. Returns the instant the sleep's timer
+    /// was set for: `sleep.until`, or a timer armed earlier that ends within a microsecond
+    /// before it (see [`super::timers`]).
+    pub(super) fn wait(&mut self, sleep: &Sleep) -> Result<u64, EngineError> {
         self.flush_backlog();
         let now = self.clock.now_ns();
         if sleep.until <= now {
@@ -38,12 +40,40 @@ impl Shard {
             // SAFETY: no argument pointer is passed; GETEVENTS runs deferred completion work
             // without waiting for any.
             let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(pending, 0, ENTER_GETEVENTS, None) };
-            return self.entered(r.map(|_| ()));
+            return self.entered(r.map(|_| ())).map(|_| sleep.until);
         }
         // A wait for as many completions as the queue holds is a wait for the timer (the
         // kernel caps the count at the queue size, so a full queue still wakes the shard).
         let want = if sleep.on_completion { 1 } else { self.cq_entries };
-        self.enter_until(sleep.until, now, want)
+        if let Some(mut timers) = self.timers.take() {
+            let clock = self.clock;
+            let target = timers.sleep(
+                sleep.until,
+                now,
+                !sleep.on_completion,
+                |at| types::Timespec::from(clock.absolute(at)),
+                |e| self.push(e),
+            );
+            self.timers = Some(timers);
+            // Every entry must reach the kernel with this enter, or the sleep has no timer.
+            if self.backlog.is_empty() {
+                // A timer that fires after the decision above but before the kernel starts
+                // the wait only posts its completion (the wait ends early only for a timeout
+                // that fires during it), and a wait for the whole completion queue would
+                // never end. So the wait also has its own timeout as a back-stop: just after
+                // the latest timer armed (then it is never the earliest timer when the
+                // sleep's fires, and arming and cancelling it costs no reprogramming), at
+                // most 200 µs after the target (a race costs at most that much lateness,
+                // which the wake-up record shows), else at the sleep's end.
+                let backstop = self
+                    .timers
+                    .as_ref()
+                    .and_then(|t| t.latest_after(target))
+                    .map_or(sleep.until, |d| (d + 1_000).min(target + 200_000));
+                return self.enter_until(backstop, now, want).map(|_| target);
+            }
+        }
+        self.enter_until(sleep.until, now, want).map(|_| sleep.until)
     }
 
     /// Hand the queued operations to the kernel now, without waiting for anything.
