@@ -409,6 +409,45 @@ fn emergency_stop_halts_a_collapsing_run() {
     assert!(sent_rps > 150.0, "sent/s {sent_rps} over the {} s that ran", main["measured_s"]);
 }
 
+/// A shard whose sends wait for a busy pool sleeps until a connection frees: a 1-worker ×
+/// 20 ms target answers 50/s, offered 400/s on 4 connections. The shard has about 50
+/// completions a second to handle, so it idles — it must not spin. (The wake-up timers armed
+/// ahead once went round arming a timer and removing the last on every such sleep, whose
+/// completions ended the wait at once: shard CPU p95 100 %, and calibration and knee runs
+/// against saturated targets blamed the loader.)
+#[test]
+fn waiting_for_a_busy_pool_does_not_spin_the_shard() {
+    let target = Target::start(&["--workers", "1", "--delay", "20ms"]);
+    let out = out_dir("busy-pool-idle");
+    let (output, summary) = loader_run(
+        &[
+            "--url",
+            &target.url(),
+            "--rate",
+            "400",
+            "--duration",
+            "3s",
+            "--warmup",
+            "0s",
+            "--connections",
+            "4",
+            "--threads",
+            "1",
+            "--no-probes",
+            "--preflight",
+            "0s",
+            "--no-emergency-stop",
+        ],
+        &out,
+        Duration::from_secs(40),
+    );
+    let s = summary.unwrap_or_else(|| panic!("no summary.json: {}", String::from_utf8_lossy(&output.stderr)));
+    let main = phase(&s, "main");
+    assert!(u(&main["waited_for_connection"]) > 100, "the pool was not exhausted: {main}");
+    let cpu = f(&s["loader"]["cpu_p95"]);
+    assert!(cpu < 50.0, "shard CPU p95 {cpu} % while its sends waited for a connection");
+}
+
 /// The live display, on a real pseudo-terminal (`script` from util-linux gives the run one):
 /// a progress bar with the phase, the position in the run and the live signals — `BEHIND`
 /// when a second sent less than it offered (here a 1-worker × 10 ms target, 100/s at most,

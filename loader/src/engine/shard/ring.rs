@@ -45,15 +45,23 @@ impl Shard {
         // A wait for as many completions as the queue holds is a wait for the timer (the
         // kernel caps the count at the queue size, so a full queue still wakes the shard).
         let want = if sleep.on_completion { 1 } else { self.cq_entries };
-        if let Some(mut timers) = self.timers.take() {
+        // Only a sleep that the timer alone ends goes on the armed timers: a completion ends
+        // the others at any time, their ends move with `now` (a pool that waits for a free
+        // connection sleeps at most `MAX_WAIT_NS` from each wake-up), and each would arm a
+        // timer and remove the last — whose completions end a wait for one completion at
+        // once, so the shard spun at 100 % CPU against a saturated target. They wait with
+        // their own timeout, and the rhythm to guess from starts again after them.
+        if sleep.on_completion
+            && let Some(timers) = self.timers.as_mut()
+        {
+            timers.off_rhythm();
+        }
+        if !sleep.on_completion
+            && let Some(mut timers) = self.timers.take()
+        {
             let clock = self.clock;
-            let target = timers.sleep(
-                sleep.until,
-                now,
-                !sleep.on_completion,
-                |at| types::Timespec::from(clock.absolute(at)),
-                |e| self.push(e),
-            );
+            let target =
+                timers.sleep(sleep.until, now, |at| types::Timespec::from(clock.absolute(at)), |e| self.push(e));
             self.timers = Some(timers);
             // Every entry must reach the kernel with this enter, or the sleep has no timer.
             if self.backlog.is_empty() {

@@ -56,16 +56,17 @@ impl WakeTimers {
         }
     }
 
-    /// A sleep until `until` (run clock; `now` is the run clock now; `timed`: only the timer
-    /// ends it, so it is part of the schedule's rhythm): queue what it needs through `push`,
-    /// with `absolute` turning run-clock instants into the ring's clock. Returns the instant
-    /// the shard will wake at: `until`, or a timer already armed at most
-    /// [`SERVES_WITHIN_NS`] before it.
+    /// A sleep until `until` that only the timer ends (run clock; `now` is the run clock
+    /// now): queue what it needs through `push`, with `absolute` turning run-clock instants
+    /// into the ring's clock. Returns the instant the shard will wake at: `until`, or a timer
+    /// already armed at most [`SERVES_WITHIN_NS`] before it.
+    ///
+    /// Not for a sleep that a completion may end: what it pushes completes at once when it
+    /// removes a timer, which would end such a wait at once (see `Shard::wait`).
     pub(super) fn sleep(
         &mut self,
         until: u64,
         now: u64,
-        timed: bool,
         absolute: impl Fn(u64) -> types::Timespec,
         mut push: impl FnMut(squeue::Entry),
     ) -> u64 {
@@ -93,11 +94,7 @@ impl WakeTimers {
             }
         }
         // The next sleep, guessed from the spacing of the last two.
-        let last = self.last_until.replace(target).filter(|_| timed);
-        if !timed {
-            self.last_until = None;
-        }
-        if let Some(last) = last
+        if let Some(last) = self.last_until.replace(target)
             && target > last
             && target - last <= GUESS_UP_TO_NS
         {
@@ -107,6 +104,12 @@ impl WakeTimers {
             }
         }
         target
+    }
+
+    /// A sleep off the armed timers came between: the next one on them starts the rhythm
+    /// again (nothing is guessed from the spacing across it).
+    pub(super) fn off_rhythm(&mut self) {
+        self.last_until = None;
     }
 
     /// The latest timer armed after `at`.
@@ -152,9 +155,9 @@ mod tests {
 
     const US: u64 = 1_000;
 
-    fn sleep(t: &mut WakeTimers, until: u64, now: u64, timed: bool) -> (u64, usize) {
+    fn sleep(t: &mut WakeTimers, until: u64, now: u64) -> (u64, usize) {
         let mut pushed = 0;
-        let target = t.sleep(until, now, timed, |_| types::Timespec::new(), |_| pushed += 1);
+        let target = t.sleep(until, now, |_| types::Timespec::new(), |_| pushed += 1);
         (target, pushed)
     }
 
@@ -162,27 +165,27 @@ mod tests {
     fn evenly_spaced_sleeps_find_their_timer_armed() {
         let mut t = WakeTimers::new();
         // First sleep: its own timer, no guess yet.
-        assert_eq!(sleep(&mut t, 100 * US, 0, true), (100 * US, 1));
+        assert_eq!(sleep(&mut t, 100 * US, 0), (100 * US, 1));
         // Second: its own timer and the guess for the third (300).
-        assert_eq!(sleep(&mut t, 200 * US, 100 * US, true), (200 * US, 2));
+        assert_eq!(sleep(&mut t, 200 * US, 100 * US), (200 * US, 2));
         // Third: armed already (a nanosecond early serves); the fourth is guessed.
-        assert_eq!(sleep(&mut t, 300 * US + 1, 200 * US, true), (300 * US, 1));
+        assert_eq!(sleep(&mut t, 300 * US + 1, 200 * US), (300 * US, 1));
         assert_eq!(t.armed.iter().filter(|&&(d, _)| d == 400 * US - 1 || d == 400 * US).count(), 1);
     }
 
     #[test]
     fn a_wrong_guess_is_removed_when_it_would_wake_the_shard_early() {
         let mut t = WakeTimers::new();
-        sleep(&mut t, 100 * US, 0, true);
-        sleep(&mut t, 200 * US, 100 * US, true); // guesses 300
+        sleep(&mut t, 100 * US, 0);
+        sleep(&mut t, 200 * US, 100 * US); // guesses 300
         // The next sleep is to 350: its own timer, the 300 one removed, 500 guessed.
-        assert_eq!(sleep(&mut t, 350 * US, 200 * US, true), (350 * US, 3));
+        assert_eq!(sleep(&mut t, 350 * US, 200 * US), (350 * US, 3));
         assert!(!t.armed.iter().any(|&(d, _)| d == 300 * US));
-        // A sleep that a completion may end breaks the rhythm: no guess from it or after it.
-        let (_, pushed) = sleep(&mut t, 400 * US, 350 * US, false);
-        assert_eq!(pushed, 1);
+        // A sleep that a completion may end (off the timers) breaks the rhythm: nothing is
+        // guessed across it.
+        t.off_rhythm();
         let before = t.armed.len();
-        let (target, pushed) = sleep(&mut t, 500 * US, 400 * US, true);
+        let (target, pushed) = sleep(&mut t, 500 * US, 400 * US);
         assert_eq!((target, pushed), (500 * US, 0), "the 500 guessed earlier serves, and nothing more is guessed");
         assert_eq!(t.armed.len(), before);
     }
@@ -190,7 +193,7 @@ mod tests {
     #[test]
     fn completions_forget_their_timer_and_only_timers_are_claimed() {
         let mut t = WakeTimers::new();
-        sleep(&mut t, 100 * US, 0, true);
+        sleep(&mut t, 100 * US, 0);
         let id = t.armed[0].1;
         assert!(!t.completed((5 << 32) | 2), "a connection's send is not a timer's");
         assert!(t.completed(user_data(OP_TIMER_REMOVE, id)));
@@ -198,6 +201,6 @@ mod tests {
         assert!(t.completed(user_data(OP_TIMER, id)));
         assert!(t.armed.is_empty());
         // With its timer gone, the same sleep arms a new one.
-        assert_eq!(sleep(&mut t, 100 * US, 50 * US, true).1, 1);
+        assert_eq!(sleep(&mut t, 100 * US, 50 * US).1, 1);
     }
 }
