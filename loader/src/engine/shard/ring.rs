@@ -51,17 +51,15 @@ impl Shard {
         // timer and remove the last — whose completions end a wait for one completion at
         // once, so the shard spun at 100 % CPU against a saturated target. They wait with
         // their own timeout, and the rhythm to guess from starts again after them.
-        if sleep.on_completion
-            && let Some(timers) = self.timers.as_mut()
-        {
-            timers.off_rhythm();
-        }
-        if !sleep.on_completion
-            && let Some(mut timers) = self.timers.take()
-        {
+        if sleep.on_completion {
+            if let Some(timers) = self.timers.as_mut() {
+                timers.off_rhythm();
+            }
+        } else if let Some(mut timers) = self.timers.take() {
             let clock = self.clock;
             let target =
                 timers.sleep(sleep.until, now, |at| types::Timespec::from(clock.absolute(at)), |e| self.push(e));
+            let latest = timers.latest_after(target);
             self.timers = Some(timers);
             // Every entry must reach the kernel with this enter, or the sleep has no timer.
             if self.backlog.is_empty() {
@@ -73,11 +71,7 @@ impl Shard {
                 // sleep's fires, and arming and cancelling it costs no reprogramming), at
                 // most 200 µs after the target (a race costs at most that much lateness,
                 // which the wake-up record shows), else at the sleep's end.
-                let backstop = self
-                    .timers
-                    .as_ref()
-                    .and_then(|t| t.latest_after(target))
-                    .map_or(sleep.until, |d| (d + 1_000).min(target + 200_000));
+                let backstop = latest.map_or(sleep.until, |d| (d + 1_000).min(target + 200_000));
                 return self.enter_until(backstop, now, want).map(|_| target);
             }
         }
