@@ -232,6 +232,63 @@ fn stalls_show_in_the_corrected_latency_over_http2() {
     assert!(svc_p99 <= p99, "service time {svc_p99} ms is never above the corrected {p99} ms");
 }
 
+/// The voluntary context switches of `pid`'s thread named `name` so far (`None`: no such
+/// thread, or it has ended).
+fn sleeps_of(pid: u32, name: &str) -> Option<u64> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("voluntary_ctxt_switches:"))?;
+        return line.split_whitespace().nth(1)?.parse().ok();
+    }
+    None
+}
+
+/// With a send coming and streams free, the HTTP/2 shard sleeps through answers: it reads
+/// them when it wakes to send, each ending at its read's kernel receive stamp. So it sleeps
+/// about once per request, not twice (once for the send, once for the answer), and the
+/// latency is still the target's: 2 ms of delay, answers read up to 1 ms after they came.
+#[test]
+fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
+    let target = Target::start(&["--http2", "--delay", "2ms"]);
+    let out = out_dir("h2-quiet");
+    let child = std::process::Command::new(common::loader_bin())
+        .args(["run", "--url", &target.url(), "--http2", "--rate", "1000", "--duration", "3s", "--warmup", "0s"])
+        .args(["--preflight", "0s", "--connections", "4", "--threads", "1", "--no-probes", "--plain", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("loader starts");
+    let pid = child.id();
+    let watcher = std::thread::spawn(move || {
+        // The shard's count, read until the thread ends (bounded: the run takes ~4 s).
+        let (mut last, started) = (None, std::time::Instant::now());
+        while started.elapsed() < Duration::from_secs(30) {
+            match sleeps_of(pid, "loader-shard-0") {
+                Some(n) => last = Some(n),
+                None if last.is_some() => break,
+                None => {}
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        last
+    });
+    let output = common::wait_bounded(child, Duration::from_secs(30));
+    let sleeps = watcher.join().unwrap().unwrap_or_else(|| panic!("no shard thread seen: {}", common::show(&output)));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 3000, "{main}");
+    let per_request = sleeps as f64 / 3000.0;
+    // Waking for each answer too makes it 2 (measured: 2.0 before, 1.0 after).
+    assert!(per_request < 1.4, "the shard slept {sleeps} times for 3,000 requests ({per_request:.2} each)");
+    let p50 = f(&main["latency_ms"]["p50"]);
+    assert!((2.0..2.5).contains(&p50), "p50 {p50} ms against a 2 ms delay: answers keep their arrival time");
+}
+
 #[test]
 fn http2_flag_errors_are_one_line() {
     let out = out_dir("h2-flags");

@@ -31,6 +31,28 @@ pub fn enable(socket: &impl std::os::fd::AsFd) {
     let _ = nix::sys::socket::setsockopt(socket, nix::sys::socket::sockopt::ReceiveTimestampns, &true);
 }
 
+/// Receive into `buf` from the stream socket `fd` (non-blocking, stamping enabled), with the
+/// kernel's receive stamp of the newest bytes read (`CLOCK_REALTIME` ns; `None`: none
+/// stamped). The HTTP/2 shards read this way; the io_uring shards use multishot `recvmsg`.
+pub fn recv(fd: std::os::fd::RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<(usize, Option<u64>)> {
+    let mut control = [0u64; CONTROL_LEN / 8];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut h = header();
+    h.msg_iov = &mut iov;
+    h.msg_iovlen = 1;
+    h.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: the iovec names `buf` (written, never read, by the kernel) and the control
+    // buffer is CONTROL_LEN bytes, aligned for cmsghdr; both outlive the call.
+    let n = unsafe { libc::recvmsg(fd, &mut h, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let len = h.msg_controllen.min(CONTROL_LEN);
+    // SAFETY: the kernel wrote `len` bytes of control messages into `control`.
+    let control = unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), len) };
+    Ok((n as usize, timestamp(control)))
+}
+
 /// One received chunk: its payload and, when the kernel stamped it, the receive time
 /// (`CLOCK_REALTIME` ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +165,31 @@ mod tests {
         let buf = filled(None, b"x");
         assert_eq!(parse(&buf, &h).unwrap(), Chunk { payload: b"x", stamp_ns: None });
         assert_eq!(parse(&buf[..10], &h), None, "shorter than the layout");
+    }
+
+    #[test]
+    fn a_socket_read_carries_the_kernels_receive_stamp() {
+        use std::io::Write as _;
+        use std::os::fd::AsRawFd as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        enable(&server);
+        let before = realtime_ns();
+        client.write_all(b"HTTP/2 frames").unwrap();
+        server.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+        let (n, stamp) = recv(server.as_raw_fd(), &mut buf).unwrap();
+        let after = realtime_ns();
+        assert_eq!(n, 13);
+        let stamp = stamp.expect("stamped");
+        assert!((before..=after).contains(&stamp), "{before} <= {stamp} <= {after}");
+        // Without stamping asked for, a read has none.
+        let mut plain = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (other, _) = listener.accept().unwrap();
+        plain.write_all(b"y").unwrap();
+        other.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        assert_eq!(recv(other.as_raw_fd(), &mut buf).unwrap(), (1, None));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The HTTP/2 shard's connections: connect (and TLS with ALPN `h2`), the HTTP/2 handshake,
 //! the task that drives each connection, and choosing one for a request.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -11,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::Ctx;
+use super::stamped::Stamped;
 
 /// Initial stream window (SETTINGS_INITIAL_WINDOW_SIZE) offered to the server: bodies up to
 /// this size need no WINDOW_UPDATE round trip (h2load's default is 1 GiB; 64 KiB, the
@@ -127,8 +129,9 @@ async fn connect(ctx: Rc<Ctx>, c: usize, generation: u32) {
     }
     st.slots[c].connecting = false;
     match result {
-        Ok((send, tls)) => {
+        Ok((send, rx, tls)) => {
             st.slots[c].send = Some(send);
+            st.slots[c].rx = rx;
             st.open += 1;
             st.record.connections_opened += 1;
             if let Some((resumed, ns)) = tls {
@@ -150,19 +153,22 @@ async fn connect(ctx: Rc<Ctx>, c: usize, generation: u32) {
 }
 
 /// TCP (and TLS), then the HTTP/2 preface and SETTINGS; the connection task is spawned here.
-/// Returns the stream handle and, on TLS, whether the session was resumed and how long the
+/// Returns the stream handle, the cell its reads leave their receive stamps in
+/// ([`Stamped`]), and, on TLS, whether the session was resumed and how long the
 /// TLS handshake took (ns; timed with `Instant`, not the run's clock, which reads 0 before
 /// the run's zero, when the pool opens).
 async fn handshake(
     ctx: &Rc<Ctx>,
     c: usize,
     generation: u32,
-) -> Result<(h2::client::SendRequest<Bytes>, Option<(bool, u64)>), Failed> {
+) -> Result<(h2::client::SendRequest<Bytes>, Rc<Cell<u64>>, Option<(bool, u64)>), Failed> {
     let tcp = TcpStream::connect(ctx.cfg.addr).await.map_err(|e| Failed::io("connect", &e))?;
     // Small frames must not wait for Nagle.
     let _ = tcp.set_nodelay(true);
+    let rx = Rc::new(Cell::new(0));
+    let tcp = Stamped::new(tcp, Rc::clone(&rx));
     let Some((config, name)) = &ctx.h2.tls else {
-        return Ok((start(ctx, tcp, c, generation).await?, None));
+        return Ok((start(ctx, tcp, c, generation).await?, rx, None));
     };
     let connector = tokio_rustls::TlsConnector::from(Arc::clone(config));
     let no_h2 = || Failed {
@@ -183,7 +189,7 @@ async fn handshake(
     }
     let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     let tls_ns = tls_started.elapsed().as_nanos() as u64;
-    Ok((start(ctx, tls, c, generation).await?, Some((resumed, tls_ns))))
+    Ok((start(ctx, tls, c, generation).await?, rx, Some((resumed, tls_ns))))
 }
 
 /// The HTTP/2 handshake on `io`, and the task that drives the connection until it ends.

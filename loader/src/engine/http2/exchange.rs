@@ -2,6 +2,7 @@
 //! control credit as the body arrives), and record how it ended.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -51,6 +52,7 @@ pub(super) fn send(ctx: &Rc<Ctx>, c: usize, mut f: Flight, woke: u64, target: u6
     }
     st.slots[c].active += 1;
     let generation = st.slots[c].generation;
+    let rx = Rc::clone(&st.slots[c].rx);
     if !f.counted {
         st.in_flight += 1;
         let in_flight = st.in_flight;
@@ -69,22 +71,29 @@ pub(super) fn send(ctx: &Rc<Ctx>, c: usize, mut f: Flight, woke: u64, target: u6
     st.last_send_ns = Some(now);
     let key = st.insert(f);
     drop(st);
-    Ok(Box::pin(exchange(Rc::clone(ctx), c, generation, key, f, response)))
+    Ok(Box::pin(exchange(Rc::clone(ctx), (c, generation, rx), key, f, response)))
 }
 
-/// Await the answer to `f` until its deadline and record it.
+/// Await the answer to `f` on connection `c` (of `generation`, its reads stamped in `rx`)
+/// until its deadline and record it.
 async fn exchange(
     ctx: Rc<Ctx>,
-    c: usize,
-    generation: u32,
+    (c, generation, rx): (usize, u32, Rc<Cell<u64>>),
     key: usize,
     f: Flight,
     response: h2::client::ResponseFuture,
 ) {
     let deadline = tokio::time::Instant::from_std(ctx.cfg.clock.start() + Duration::from_nanos(f.deadline_ns));
-    let outcome = tokio::time::timeout_at(deadline, read(response, ctx.cfg.limits.max_body, ctx.h2.grpc)).await;
+    let read = read(response, ctx.cfg.limits.max_body, ctx.h2.grpc, &ctx.answers);
+    let outcome = tokio::time::timeout_at(deadline, read).await;
     let now = ctx.cfg.clock.now_ns();
     let mut st = ctx.state.borrow_mut();
+    // The answer ended in the connection's latest read: when that read's newest bytes
+    // arrived, however late the loop got to it (inside the request's life; unstamped: now).
+    let answered = match rx.get() {
+        0 => now,
+        stamp => st.realtime.run_time(stamp, f.sent_ns, now),
+    };
     if st.remove(key).is_none() {
         return; // the stop accounted for it already
     }
@@ -93,7 +102,7 @@ async fn exchange(
     }
     match outcome {
         Ok(Ok(Answer { status: 200, grpc: Some((code, message)) })) => {
-            st.record.on_grpc(f.phase, f.intended_ns, f.sent_ns, now, code, &message);
+            st.record.on_grpc(f.phase, f.intended_ns, f.sent_ns, answered, code, &message);
             if code == 0 {
                 st.ok += 1;
             } else {
@@ -102,9 +111,8 @@ async fn exchange(
             st.in_flight -= 1;
         }
         Ok(Ok(Answer { status, .. })) => {
-            // The body ended now: the task runs as soon as the connection task read it. (A
-            // gRPC call answered with an HTTP error status is that HTTP error.)
-            st.record.on_response(f.phase, f.intended_ns, f.sent_ns, now, status);
+            // (A gRPC call answered with an HTTP error status is that HTTP error.)
+            st.record.on_response(f.phase, f.intended_ns, f.sent_ns, answered, status);
             if (200..400).contains(&status) {
                 st.ok += 1;
             } else {
@@ -157,16 +165,62 @@ pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<(u32, String)> {
     Some((code, message.to_string()))
 }
 
-/// The response's status once its body has ended (credit returned as each chunk arrives).
-async fn read(response: h2::client::ResponseFuture, max_body: u64, grpc: bool) -> Result<Answer, Fail> {
+/// A body this large is not slept through: a loop asleep past its start would let it fill
+/// the socket's receive buffer (128 KiB by default) and stall the server.
+const LARGE_BODY: u64 = 64 << 10;
+
+/// What a shard's answers are like, for whether its loop may sleep through them.
+#[derive(Default)]
+pub(crate) struct Answers {
+    /// Streams whose body is still coming.
+    streaming: Cell<u32>,
+    /// A body of [`LARGE_BODY`] or more was seen (from then on the loop wakes for answers).
+    large: Cell<bool>,
+}
+
+impl Answers {
+    /// No body is coming and none was large.
+    pub(crate) fn small(&self) -> bool {
+        self.streaming.get() == 0 && !self.large.get()
+    }
+}
+
+/// Counts a stream in [`Answers::streaming`] while its body is still coming.
+struct Streaming<'a>(&'a Answers);
+
+impl<'a> Streaming<'a> {
+    fn new(answers: &'a Answers) -> Streaming<'a> {
+        answers.streaming.set(answers.streaming.get() + 1);
+        Streaming(answers)
+    }
+}
+
+impl Drop for Streaming<'_> {
+    fn drop(&mut self) {
+        self.0.streaming.set(self.0.streaming.get() - 1);
+    }
+}
+
+/// The response's status once its body has ended (credit returned as each chunk arrives),
+/// noted in `answers` while its body comes and if it is large.
+async fn read(
+    response: h2::client::ResponseFuture,
+    max_body: u64,
+    grpc: bool,
+    answers: &Answers,
+) -> Result<Answer, Fail> {
     let response = response.await.map_err(classify)?;
     let status = response.status().as_u16();
     let early = if grpc { grpc_status(response.headers()) } else { None };
     let mut body = response.into_body();
+    let _streaming = Streaming::new(answers);
     let mut total = 0u64;
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(classify)?;
         total += chunk.len() as u64;
+        if total >= LARGE_BODY {
+            answers.large.set(true);
+        }
         let _ = body.flow_control().release_capacity(chunk.len());
         if total > max_body {
             return Err(Fail::Class(ErrorClass::Protocol, "response body larger than --max-body".into()));
@@ -221,7 +275,7 @@ fn classify(e: h2::Error) -> Fail {
 /// What one stream's answer comes to, from the bytes a server sends on a fresh connection
 /// (the fuzz target `http2_response`): the same reading and classification as a run, as text.
 pub(super) async fn outcome_of(response: h2::client::ResponseFuture, max_body: u64, grpc: bool) -> String {
-    match read(response, max_body, grpc).await {
+    match read(response, max_body, grpc, &Answers::default()).await {
         Ok(Answer { status, grpc: None }) => format!("status {status}"),
         Ok(Answer { status, grpc: Some((code, message)) }) => format!("status {status} grpc {code} {message}"),
         Err(Fail::Unprocessed) => "not processed: sent again".into(),

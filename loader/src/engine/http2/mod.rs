@@ -39,20 +39,21 @@ mod conns;
 mod exchange;
 pub mod reflect;
 mod requests;
+mod stamped;
 mod timer;
 
 pub use requests::Http2Requests;
 
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt as _, StreamExt as _};
 use tokio::sync::Notify;
 
 use super::pool::PoolWatch;
@@ -69,6 +70,8 @@ pub const MAX_MAX_STREAMS: u32 = 10_000;
 const MAX_DRAIN_NS: u64 = 1_000_000_000;
 /// Longest sleep: the shard looks at the halt flag at least this often.
 const MAX_WAIT_NS: u64 = super::pace::MAX_WAIT_NS;
+/// Longest sleep through answers while requests are in flight (as on HTTP/1.1).
+const MAX_DEFER_NS: u64 = super::pace::MAX_DEFER_NS;
 
 /// What every HTTP/2 shard of a run shares.
 #[derive(Debug)]
@@ -109,6 +112,8 @@ pub(super) struct Slot {
     pub active: u32,
     /// Bumped at every new connection, so a late event of an old one changes nothing.
     pub generation: u32,
+    /// The receive stamp of the connection's latest read ([`stamped::Stamped`]).
+    pub rx: Rc<Cell<u64>>,
 }
 
 /// The shard's mutable state, shared by its tasks (one thread: `Rc<RefCell>`; no borrow is
@@ -132,6 +137,8 @@ pub(super) struct State {
     pub waiting: bool,
     pub last_send_ns: Option<u64>,
     pub pool: PoolWatch,
+    /// Turns the kernel's receive stamps into the run's clock (synced at each wake-up).
+    pub realtime: crate::engine::rxtime::Realtime,
 }
 
 impl State {
@@ -171,6 +178,8 @@ pub(super) struct Ctx {
     /// while the loop waited for one.
     pub wake: Notify,
     pub timeout_ns: u64,
+    /// What the answers are like, for whether the loop may sleep through them.
+    pub(super) answers: exchange::Answers,
 }
 
 /// Run an HTTP/2 shard on the current thread until its schedule is done or the run stops.
@@ -199,8 +208,10 @@ pub(super) fn run_shard(mut cfg: ShardConfig, h2: Arc<Http2>) -> Result<ShardRes
             waiting: false,
             last_send_ns: None,
             pool: PoolWatch::default(),
+            realtime: Default::default(),
         }),
         wake: Notify::new(),
+        answers: exchange::Answers::default(),
     });
     // The timerfd's waits end when asked, and a wake-up preempts what runs on the core.
     crate::engine::wakeup::on_time();
@@ -286,8 +297,12 @@ impl Shard {
                 continue;
             };
             if due_ns > now {
-                let wake = due_ns + self.window();
-                self.wait(wake.min(now + MAX_WAIT_NS)).await;
+                let wake = (due_ns + self.window()).min(now + MAX_WAIT_NS);
+                if self.quiet() {
+                    self.wait_quiet(wake).await;
+                } else {
+                    self.wait(wake).await;
+                }
                 continue;
             }
             let woke = ctx.cfg.clock.now_ns();
@@ -354,8 +369,60 @@ impl Shard {
             }
             break;
         }
+        self.woke(until);
+    }
+
+    /// Whether the wait for the next send may sleep through answers: a stream is free for it
+    /// on an open connection, nothing is connecting (a connect or handshake needs its
+    /// answers read as they come), no request waits to be sent (again), and no answer's
+    /// body is still coming or has been large (unread, it would fill the socket's buffer
+    /// and stall the server).
+    fn quiet(&self) -> bool {
+        let st = self.ctx.state.borrow();
+        let free = |s: &Slot| {
+            s.send
+                .as_ref()
+                .is_some_and(|h| s.active < (h.current_max_send_streams() as u32).min(self.ctx.h2.max_streams))
+        };
+        self.ctx.answers.small()
+            && st.retries.is_empty()
+            && !st.waiting
+            && st.slots.iter().all(|s| !s.connecting)
+            && st.slots.iter().any(free)
+    }
+
+    /// Sleep until `until` (the next send's wake-up) through the answers that arrive
+    /// meanwhile, as the HTTP/1.1 shards do (`engine::pace`): the thread sleeps outside the
+    /// runtime, so an answer wakes nothing, and answers are read when the loop next waits,
+    /// each stream ending at its read's kernel receive stamp ([`stamped`]), so no latency
+    /// moves. A wake-up per request instead of two at rates that send one per wake-up.
+    /// With requests in flight the sleep lasts [`MAX_DEFER_NS`] at most.
+    async fn wait_quiet(&mut self, until: u64) {
+        // First the connections write what was just sent and read what has arrived (tokio
+        // polls its driver before a yielded task runs again); then the streams that ended
+        // are recorded.
+        tokio::task::yield_now().await;
+        while let Some(Some(())) = self.streams.next().now_or_never() {}
+        let now = self.ctx.cfg.clock.now_ns();
+        let until = if self.ctx.state.borrow().in_flight > 0 { until.min(now + MAX_DEFER_NS) } else { until };
+        if !self.quiet() {
+            // What was read changed that (a body still coming, a connection gone).
+            return self.wait(until).await;
+        }
+        if until > now {
+            self.timer.block_until(until);
+            let late = self.ctx.cfg.clock.now_ns().saturating_sub(until);
+            self.ctx.state.borrow_mut().record.on_wake(late);
+        }
+        self.woke(until);
+    }
+
+    /// After a wait for `until`: when the loop woke (the send lag's own part), and the
+    /// offset that turns receive stamps into the run's clock.
+    fn woke(&mut self, until: u64) {
         self.woke_at = self.ctx.cfg.clock.now_ns();
         self.wake_target = until;
+        self.ctx.state.borrow_mut().realtime.sync(self.woke_at);
     }
 
     /// Send every due request that has a stream; `false` when one is left waiting for one.

@@ -73,4 +73,19 @@ impl Timer {
         }
         self.armed.set(0);
     }
+
+    /// Sleep the thread until `at_ns` (run time), outside the runtime: nothing but the clock
+    /// ends it — no socket, no task (the quiet waits, `Shard::wait_quiet`).
+    pub(super) fn block_until(&self, at_ns: u64) {
+        let at = self.clock.absolute(at_ns);
+        let ts = libc::timespec { tv_sec: at.as_secs() as libc::time_t, tv_nsec: at.subsec_nanos() as libc::c_long };
+        while self.clock.now_ns() < at_ns {
+            // SAFETY: a valid absolute time; no remainder is written with TIMER_ABSTIME.
+            let e =
+                unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+            if e != 0 && e != libc::EINTR {
+                return; // cannot happen with a valid time; the loop looks at the clock again
+            }
+        }
+    }
 }
