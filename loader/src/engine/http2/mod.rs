@@ -12,6 +12,10 @@
 //!   are recorded as on HTTP/1.1. The streams in flight are polled by the loop itself
 //!   while it waits, its timer looked at before each, so a burst of answers does not hold
 //!   a due send back; requests due together go on one connection ([`conns::pick`]).
+//! - **Sleeping through answers.** With a send coming and a stream free, the loop sleeps
+//!   outside the runtime and reads the answers when it wakes; each stream ends at the
+//!   kernel's receive stamp of the read that carried it ([`stamped`]), so no latency moves
+//!   (`Shard::wait_quiet`).
 //! - **Streams as the pool.** A connection takes at most `min(--max-streams, the server's
 //!   SETTINGS_MAX_CONCURRENT_STREAMS)` requests at once; a due request with no stream free
 //!   waits at the head of the schedule (its latency counting from the intended time), and
@@ -33,6 +37,7 @@
 //! | `exchange.rs` | one request's stream: response, body, flow control, error classes |
 //! | `reflect.rs` | gRPC server reflection: a service's descriptors asked of the server |
 //! | `requests.rs` | the request table in HTTP/2 form |
+//! | `stamped.rs` | the socket, read with the kernel's receive stamps |
 //! | `timer.rs` | precise wake-ups inside the runtime |
 
 mod conns;
