@@ -47,6 +47,10 @@ pub(super) fn send(ctx: &Rc<Ctx>, c: usize, mut f: Flight, woke: u64, target: u6
         }
     };
     if !end {
+        // A body past the server's first window needs its WINDOW_UPDATEs read as they come.
+        if body.len() as u64 >= LARGE_BODY {
+            ctx.answers.large.set(true);
+        }
         // Buffered by h2 and sent as the windows allow; a failure shows on the response.
         let _ = stream.send_data(body, true);
     }
@@ -165,8 +169,10 @@ pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<(u32, String)> {
     Some((code, message.to_string()))
 }
 
-/// A body this large is not slept through: a loop asleep past its start would let it fill
-/// the socket's receive buffer (128 KiB by default) and stall the server.
+/// A body this large is not slept through: a loop asleep past an answer's start would let it
+/// fill the socket's receive buffer (128 KiB by default) and stall the server, and a request
+/// body past the server's first stream window (64 KiB by default) waits for the
+/// WINDOW_UPDATEs the loop would not read.
 const LARGE_BODY: u64 = 64 << 10;
 
 /// What a shard's answers are like, for whether its loop may sleep through them.
@@ -174,7 +180,8 @@ const LARGE_BODY: u64 = 64 << 10;
 pub(crate) struct Answers {
     /// Streams whose body is still coming.
     streaming: Cell<u32>,
-    /// A body of [`LARGE_BODY`] or more was seen (from then on the loop wakes for answers).
+    /// A body of [`LARGE_BODY`] or more was seen or sent (from then on the loop wakes for
+    /// answers).
     large: Cell<bool>,
 }
 
