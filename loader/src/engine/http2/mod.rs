@@ -285,6 +285,8 @@ impl Shard {
         for c in 0..ctx.cfg.connections {
             conns::open(&ctx, c);
         }
+        // Receive stamps turn into run time from the first answer on.
+        ctx.state.borrow_mut().realtime.sync(ctx.cfg.clock.now_ns());
         let mut stopped_at = None;
         loop {
             let now = ctx.cfg.clock.now_ns();
