@@ -371,9 +371,11 @@ fn three_calibrations_in_a_row_agree_within_15_percent() {
     let mut figures: Vec<(f64, bool)> = Vec::new();
     // A lower bound is where the built-in target saturated first, and on this 2-core VM the
     // target's capacity moves with the hypervisor's load (CI: lower bounds 95k / 119k / 138k
-    // while the target saturated at 100k / 107k / 145k): a trio of lower bounds only that
-    // disagrees says that about the target, not the loader, and is run once more — the
-    // second trio is judged whatever it says. Ceilings (the loader's own) get no retry.
+    // while the target saturated at 100k / 107k / 145k; another CI run 102k and 76k beside a
+    // ceiling of 134k): a trio that disagrees and holds a lower bound may say that about the
+    // target, not the loader, and is run once more after a second of the host not stealing —
+    // the second trio is judged whatever it says. A trio of ceilings only (the loader's own)
+    // gets no retry.
     for attempt in 1..=2 {
         figures.clear();
         for i in 1..=3 {
@@ -390,10 +392,15 @@ fn three_calibrations_in_a_row_agree_within_15_percent() {
             figures.push((figure, lower));
         }
         let (_, worst) = spread(&figures);
-        if worst <= 0.15 || figures.iter().any(|&(_, lower)| !lower) {
+        if worst <= 0.15 || figures.iter().all(|&(_, lower)| !lower) {
             break;
         }
-        eprintln!("lower bounds up to {:.0} % from their mean: the target moved; once more", worst * 100.0);
+        let stolen = common::wait_for_a_quiet_host();
+        eprintln!(
+            "figures up to {:.0} % from their mean with a lower bound among them: the target may have moved; \
+             once more (steal in the last second waited: {stolen} ms)",
+            worst * 100.0
+        );
     }
     let (mean, _) = spread(&figures);
     for (f, _) in &figures {
