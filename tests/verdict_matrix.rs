@@ -323,13 +323,17 @@ fn a_short_stop_is_trusted_and_named_in_the_tail_above_p99() {
         let main = o.main_phase();
         let lag_max = main["send_lag_ms"]["max"].as_f64().unwrap_or(0.0);
         let lag_p99 = main["send_lag_ms"]["p99"].as_f64().unwrap_or(0.0);
+        let latency_p99 = main["latency_ms"]["p99"].as_f64().unwrap_or(0.0);
         let stopped_ms = stopped_for.unwrap_or(pause).as_secs_f64() * 1000.0;
         // At 1,000 req/s the stop delays one send per millisecond it lasts, and one more.
         let by_the_stop = stopped_ms.ceil() + 1.0;
         let sends = main["latency_ms"]["count"].as_f64().unwrap_or(0.0);
         if lag_max > stopped_ms + EXTRA_HOLD_UP_MS {
             Some(format!("sends up to {lag_max} ms late"))
-        } else if by_the_stop < 0.01 * sends && lag_p99 > SEND_LAG_P99_NOT_THE_STOP_MS {
+        } else if by_the_stop < 0.01 * sends
+            && lag_p99 > SEND_LAG_P99_NOT_THE_STOP_MS
+            && lag_p99 >= LAG_SHARE_NOT_THE_STOP * latency_p99
+        {
             Some(format!("send lag p99 {lag_p99} ms, which the stop's {by_the_stop} late sends of {sends} cannot set"))
         } else {
             None
@@ -381,6 +385,11 @@ const EXTRA_HOLD_UP_MS: f64 = 2.0;
 /// 0.69 ms: the verdict rightly untrusted it; here the same day, 0.19 ms against a latency
 /// p99 of 0.41 ms. A quiet run of this row: 0.01–0.04 ms.)
 const SEND_LAG_P99_NOT_THE_STOP_MS: f64 = 0.1;
+/// ... and only when it is this share of the latency p99 or more: a part of the p99 that the
+/// run's figures carry. (CI: four runs in a noisy hour, the last with send lag p99 0.104 ms
+/// inside a latency p99 of 0.96 ms — 11 %, the stop's run otherwise, and its verdict the
+/// wanted one — failed the row as a set-up problem. The 0.43 ms in 0.69 ms above is 62 %.)
+const LAG_SHARE_NOT_THE_STOP: f64 = 0.25;
 
 /// Loader and target in two namespaces joined by a veth; in the target's namespace a quarter
 /// of the connection-opening SYNs are dropped (nft `numgen random`, or iptables `statistic`).
