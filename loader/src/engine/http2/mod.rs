@@ -12,8 +12,9 @@
 //!   are recorded as on HTTP/1.1. The streams in flight are polled by the loop itself
 //!   while it waits, its timer looked at before each, so a burst of answers does not hold
 //!   a due send back; requests due together go on one connection ([`conns::pick`]).
-//! - **Sleeping through answers.** With a send coming and a stream free, the loop sleeps
-//!   outside the runtime and reads the answers when it wakes; each stream ends at the
+//! - **Sleeping through answers.** With a send coming, a stream free and no connection
+//!   carrying two streams, the loop sleeps outside the runtime and reads the answers when
+//!   it wakes; each stream ends at the
 //!   kernel's receive stamp of the read that carried it ([`stamped`]), so no latency moves
 //!   (`Shard::wait_quiet`).
 //! - **Streams as the pool.** A connection takes at most `min(--max-streams, the server's
