@@ -13,6 +13,7 @@ use super::outcome_of;
 use crate::Outcome;
 use crate::analysis;
 use crate::cli::RunArgs;
+use crate::health::idle;
 use crate::measure;
 use crate::privilege::Privileges;
 use crate::probes::Probes;
@@ -25,7 +26,7 @@ use crate::target;
 /// `loader run`: every repeat of the plan, then the capacity plan over their knees.
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let mut spec = Spec::from_run_args(args)?;
-    let cpu_dma_latency = match args.cpu_dma_latency.as_deref().map(crate::health::idle::parse).transpose() {
+    let cpu_dma_latency = match args.cpu_dma_latency.as_deref().map(idle::parse).transpose() {
         Ok(asked) => asked,
         Err(e) => return Err(crate::error::InputError::new("--cpu-dma-latency", e).into()),
     };
@@ -63,7 +64,8 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let mut privileges = Privileges::from_env(&out_dir)?;
     privileges.create_dir_all(&out_dir)?;
     // While root: idle CPUs kept from deep sleep for the whole run (health/idle.rs).
-    let cpu_latency = hold_cpu_latency(cpu_dma_latency, plan.peak_rate() / plan.threads.max(1) as f64);
+    let by_default = idle::held_by_default(plan.peak_rate() / plan.threads.max(1) as f64, plan.http2.is_some());
+    let cpu_latency = hold_cpu_latency(cpu_dma_latency, by_default);
     if let Some(held) = &cpu_latency {
         println!(
             "loader: holding /dev/cpu_dma_latency at {} µs for the run: idle CPUs poll rather than halt (--cpu-dma-latency off leaves them)",
@@ -335,21 +337,18 @@ fn run_once(
 }
 
 /// `--cpu-dma-latency` held for the run, when this process may (root). Given: that value
-/// (`Some(None)`: off). Not given: 0 µs when the busiest shard's peak rate is below
-/// [`BATCH_FROM_RATE`](crate::engine::pace::BATCH_FROM_RATE) — each send its own wake-up,
-/// where polling idle CPUs halve a send's cost — and not held above it, where sends share
-/// wake-ups, the shard seldom idles, and CPUs polling beside a busy one cost it (100,000
-/// req/s on one shard, 5 interleaved pairs: 93–122k requests per CPU-second held, 112–125k
-/// not). Not permitted is silent by default (the summary says `null`); asked for
-/// explicitly, the reason is one stderr line.
-fn hold_cpu_latency(asked: Option<Option<u32>>, shard_rate: f64) -> Option<crate::health::idle::CpuLatency> {
+/// (`Some(None)`: off). Not given: 0 µs when `by_default` ([`idle::held_by_default`]: the
+/// busiest shard is slow enough to idle between its wake-ups, which polling idle CPUs make
+/// cheaper and closer to their instant). Not permitted is silent by default (the summary says
+/// `null`); asked for explicitly, the reason is one stderr line.
+fn hold_cpu_latency(asked: Option<Option<u32>>, by_default: bool) -> Option<idle::CpuLatency> {
     let us = match asked {
         Some(None) => return None,
         Some(Some(us)) => us,
-        None if shard_rate < crate::engine::pace::BATCH_FROM_RATE => 0,
+        None if by_default => 0,
         None => return None,
     };
-    crate::health::idle::hold(us)
+    idle::hold(us)
         .map_err(|why| {
             if asked.is_some() {
                 eprintln!("loader: warning: --cpu-dma-latency {us}: {why}; idle CPUs may halt between sends");
