@@ -338,7 +338,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub preflight: Option<String>,
     /// Hold /dev/cpu_dma_latency at this many µs for the run (needs root), or `off` to leave
-    /// the machine's setting alone. Default: 0 µs below 60,000 req/s per shard (idle CPUs
+    /// the machine's setting alone. Default: 0 µs below 20,000 req/s per shard (idle CPUs
     /// poll rather than halt, so each wake-up between sends costs less CPU and lands closer to
     /// its instant), not held above. See docs/performance.md.
     #[arg(long, value_name = "US|off")]

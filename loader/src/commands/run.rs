@@ -64,7 +64,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let mut privileges = Privileges::from_env(&out_dir)?;
     privileges.create_dir_all(&out_dir)?;
     // While root: idle CPUs kept from deep sleep for the whole run (health/idle.rs).
-    let by_default = idle::held_by_default(plan.peak_rate() / plan.threads.max(1) as f64, plan.http2.is_some());
+    let by_default = idle::held_by_default(plan.peak_rate() / plan.threads.max(1) as f64);
     let cpu_latency = hold_cpu_latency(cpu_dma_latency, by_default);
     if let Some(held) = &cpu_latency {
         println!(

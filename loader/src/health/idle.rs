@@ -12,36 +12,38 @@
 //! engine's trade: fewer CPU-seconds per request and sends closer to their instant.
 //!
 //! What it costs: idle CPUs of the whole machine poll rather than halt while the loader runs
-//! (power, and on an over-committed host, CPU its neighbours could have had), and a CPU
-//! polling beside a busy one takes from it: near a shard's ceiling the request costs more
-//! than it saves, so `loader run` holds it by default only below [`HOLD_BELOW_RATE`] per shard
-//! ([`HOLD_BELOW_RATE_HTTP2`] for HTTP/2; commands/run.rs). `--cpu-dma-latency off` leaves the setting alone.
+//! (power, and on an over-committed host, CPU its neighbours could have had), a CPU polling
+//! beside a busy one takes from it, and vCPUs that never halt draw more of the hypervisor's
+//! steal — which, where sends share wake-ups, cost more precision than the CPU it saved. So
+//! `loader run` holds it by default only below [`HOLD_BELOW_RATE`] per shard (commands/run.rs). `--cpu-dma-latency off` leaves the setting alone.
 //! Opening the file needs root (`sudo loader run`); the request ends when the loader exits.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 
 /// Per-shard rate (the busiest shard's peak, requests per second) below which `loader run`
-/// holds the request by default. Below it a shard idles between wake-ups — one per send up
-/// to 20,000 req/s, one per batching window above — and polling idle CPUs make each of them
-/// cheaper: at 40,000 req/s on one shard (nginx on the other core, interleaved, 3 rounds)
-/// 91,500 requests per CPU-second held against 82,400 not. From 60,000 req/s the shard seldom
-/// idles and the gain is gone (60,000 and 80,000: within 1 %), and near a shard's ceiling a
-/// CPU polling beside the busy one can cost it (100,000 req/s, 5 interleaved pairs on
-/// 2026-12-02: 93–122k held, 112–125k not; on 2026-12-03, 3 pairs: 121–156k held, 130–144k
-/// not), so it is not held there unless asked.
-pub const HOLD_BELOW_RATE: f64 = 60_000.0;
-/// The same for an HTTP/2 shard. From 20,000 req/s it has several streams in flight on a
-/// connection and wakes for their answers; idle CPUs that halt gather a few answers per
-/// wake-up, polling ones wake it for each: held, it cost more (nginx h2c, 8 connections × 10
-/// streams, 3 interleaved pairs on 2026-12-03: 25,000 req/s 35,100 requests per CPU-second
-/// held against 39,700 not, 40,000 req/s 47,100 against 56,400).
-pub const HOLD_BELOW_RATE_HTTP2: f64 = 20_000.0;
+/// holds the request by default: where each send is a wake-up of its own
+/// ([`BATCH_FROM_RATE`](crate::engine::pace::BATCH_FROM_RATE)), the rates it was measured to
+/// help in both CPU and precision (docs/performance.md).
+///
+/// Above it, tried on 2026-12-03 and not taken. For CPU it still pays at 40,000 req/s on one
+/// HTTP/1.1 shard (nginx on the other core, 3 interleaved rounds: 91,500 requests per
+/// CPU-second held against 82,400 not), is even at 60,000 and 80,000, and mixed near a shard's
+/// ceiling (100,000: 121–156k held, 130–144k not; 93–122k against 112–125k on 2026-12-02). But
+/// against the built-in target at 30,000 req/s (32 connections, 9 runs each way, interleaved)
+/// the held runs' send lag p99 was 0.49–2.49 ms (median 1.31) against 0.18–1.20 ms (0.32),
+/// with more of the host's steal (2–8 ticks a run against 0–3) and run-queue waits of up to
+/// 25 ms (5 ms not held): two vCPUs that never
+/// halt look busy to the hypervisor, which then takes them more often. Sends on schedule come
+/// first. An HTTP/2 shard above 20,000 req/s wakes for its answers, and polling CPUs wake it
+/// for each: held, it cost more (nginx h2c, 8 connections × 10 streams, 3 pairs: 25,000 req/s
+/// 35,100 requests per CPU-second against 39,700, 40,000 req/s 47,100 against 56,400).
+pub const HOLD_BELOW_RATE: f64 = 20_000.0;
 
 /// Whether `loader run` holds the request when not told: its busiest shard's peak rate is
-/// below [`HOLD_BELOW_RATE`] (HTTP/1.1) or [`HOLD_BELOW_RATE_HTTP2`].
-pub fn held_by_default(shard_rate: f64, http2: bool) -> bool {
-    shard_rate < if http2 { HOLD_BELOW_RATE_HTTP2 } else { HOLD_BELOW_RATE }
+/// below [`HOLD_BELOW_RATE`].
+pub fn held_by_default(shard_rate: f64) -> bool {
+    shard_rate < HOLD_BELOW_RATE
 }
 
 /// The kernel's PM QoS interface for the CPU wake-up latency.
@@ -96,12 +98,9 @@ mod tests {
     }
 
     #[test]
-    fn held_by_default_where_a_shard_idles_between_wake_ups() {
-        // HTTP/1.1: through the rates where sends share wake-ups, not near a shard's ceiling.
-        assert!(held_by_default(10_000.0, false) && held_by_default(40_000.0, false));
-        assert!(!held_by_default(60_000.0, false) && !held_by_default(100_000.0, false));
-        // HTTP/2: only while each send has a wake-up of its own.
-        assert!(held_by_default(10_000.0, true));
-        assert!(!held_by_default(25_000.0, true) && !held_by_default(40_000.0, true));
+    fn held_by_default_where_each_send_is_a_wake_up_of_its_own() {
+        assert!(held_by_default(500.0) && held_by_default(10_000.0) && held_by_default(19_999.0));
+        assert!(!held_by_default(crate::engine::pace::BATCH_FROM_RATE) && !held_by_default(40_000.0));
+        assert_eq!(HOLD_BELOW_RATE, crate::engine::pace::BATCH_FROM_RATE);
     }
 }
