@@ -15,7 +15,8 @@
 //! (power, and on an over-committed host, CPU its neighbours could have had), a CPU polling
 //! beside a busy one takes from it, and vCPUs that never halt draw more of the hypervisor's
 //! steal — which, where sends share wake-ups, cost more precision than the CPU it saved. So
-//! `loader run` holds it by default only below [`HOLD_BELOW_RATE`] per shard (commands/run.rs). `--cpu-dma-latency off` leaves the setting alone.
+//! `loader run` holds it by default only below [`HOLD_BELOW_RATE`] per shard (commands/run.rs).
+//! `--cpu-dma-latency off` leaves the setting alone.
 //! Opening the file needs root (`sudo loader run`); the request ends when the loader exits.
 
 use std::fs::{File, OpenOptions};
@@ -33,9 +34,8 @@ use std::io::Write;
 /// against the built-in target at 30,000 req/s (32 connections, 9 runs each way, interleaved)
 /// the held runs' send lag p99 was 0.49–2.49 ms (median 1.31) against 0.18–1.20 ms (0.32),
 /// with more of the host's steal (2–8 ticks a run against 0–3) and run-queue waits of up to
-/// 25 ms (5 ms not held): two vCPUs that never
-/// halt look busy to the hypervisor, which then takes them more often. Sends on schedule come
-/// first. An HTTP/2 shard above 20,000 req/s wakes for its answers, and polling CPUs wake it
+/// 25 ms (5 ms not held): two vCPUs that never halt look busy to the hypervisor, which then
+/// takes them more often. Sends on schedule come first. An HTTP/2 shard above 20,000 req/s wakes for its answers, and polling CPUs wake it
 /// for each: held, it cost more (nginx h2c, 8 connections × 10 streams, 3 pairs: 25,000 req/s
 /// 35,100 requests per CPU-second against 39,700, 40,000 req/s 47,100 against 56,400).
 pub const HOLD_BELOW_RATE: f64 = 20_000.0;
