@@ -35,10 +35,11 @@ use std::io::Write;
 /// the held runs' send lag p99 was 0.49–2.49 ms (median 1.31) against 0.18–1.20 ms (0.32),
 /// with more of the host's steal (2–8 ticks a run against 0–3) and run-queue waits of up to
 /// 25 ms (5 ms not held): two vCPUs that never halt look busy to the hypervisor, which then
-/// takes them more often. Sends on schedule come first. An HTTP/2 shard above 20,000 req/s wakes for its answers, and polling CPUs wake it
-/// for each: held, it cost more (nginx h2c, 8 connections × 10 streams, 3 pairs: 25,000 req/s
-/// 35,100 requests per CPU-second against 39,700, 40,000 req/s 47,100 against 56,400).
-pub const HOLD_BELOW_RATE: f64 = 20_000.0;
+/// takes them more often. Sends on schedule come first. An HTTP/2 shard above 20,000 req/s
+/// wakes for its answers, and polling CPUs wake it for each: held, it cost more (nginx h2c,
+/// 8 connections × 10 streams, 3 pairs: 25,000 req/s 35,100 requests per CPU-second against
+/// 39,700, 40,000 req/s 47,100 against 56,400).
+pub const HOLD_BELOW_RATE: f64 = crate::engine::pace::BATCH_FROM_RATE;
 
 /// Whether `loader run` holds the request when not told: its busiest shard's peak rate is
 /// below [`HOLD_BELOW_RATE`].

@@ -14,9 +14,8 @@
 //!   a due send back; requests due together go on one connection ([`conns::pick`]).
 //! - **Sleeping through answers.** With a send coming, a stream free and no connection
 //!   carrying two streams, the loop sleeps outside the runtime and reads the answers when
-//!   it wakes; each stream ends at the
-//!   kernel's receive stamp of the read that carried it ([`stamped`]), so no latency moves
-//!   (`Shard::wait_quiet`).
+//!   it wakes; each stream ends at the kernel's receive stamp of the read that carried it
+//!   ([`stamped`]), so no latency moves (`Shard::wait_quiet`).
 //! - **Streams as the pool.** A connection takes at most `min(--max-streams, the server's
 //!   SETTINGS_MAX_CONCURRENT_STREAMS)` requests at once; a due request with no stream free
 //!   waits at the head of the schedule (its latency counting from the intended time), and

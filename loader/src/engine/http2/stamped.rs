@@ -8,8 +8,9 @@
 //! empty before the loop that records the stream runs, so the stamp is that of the read
 //! which carried the stream's last frame — that answer's own when the read held no other
 //! answer (the loop sleeps through answers only while each connection has one stream in
-//! flight), and never later than the newest packet it held. That lets the shard sleep through answers and
-//! read them when it wakes to send (see `Shard::wait_quiet`) without moving any latency.
+//! flight), and never later than the newest packet it held. That lets the shard sleep
+//! through answers and read them when it wakes to send (see `Shard::wait_quiet`) without
+//! moving any latency.
 
 use std::cell::Cell;
 use std::io;
