@@ -362,6 +362,7 @@ impl Shard {
     /// of the streams in flight meanwhile — the clock first, before each one: a send that
     /// falls due while answers are read waits for at most the one being recorded.
     async fn wait(&mut self, until: u64) {
+        self.timer.off_rhythm();
         let before = self.ctx.cfg.clock.now_ns();
         loop {
             let timed_out = tokio::select! {
