@@ -340,7 +340,8 @@ pub struct RunArgs {
     /// Hold /dev/cpu_dma_latency at this many µs for the run (needs root), or `off` to leave
     /// the machine's setting alone. Default: 0 µs below 20,000 req/s per shard (idle CPUs
     /// poll rather than halt, so each wake-up between sends costs less CPU and lands closer to
-    /// its instant), not held above. See docs/performance.md.
+    /// its instant), not held above, nor on a machine without a cpuidle driver (nothing there
+    /// reads it). See docs/performance.md.
     #[arg(long, value_name = "US|off")]
     pub cpu_dma_latency: Option<String>,
     /// Data file (CSV with a header row, or NDJSON) whose columns fill `{{column}}`

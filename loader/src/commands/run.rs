@@ -64,13 +64,21 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let mut privileges = Privileges::from_env(&out_dir)?;
     privileges.create_dir_all(&out_dir)?;
     // While root: idle CPUs kept from deep sleep for the whole run (health/idle.rs).
-    let by_default = idle::held_by_default(plan.peak_rate() / plan.threads.max(1) as f64);
+    // Only a cpuidle governor reads the request: without a driver it changes nothing.
+    let cpuidle_driver = idle::driver();
+    let honoured = idle::honours_request(&cpuidle_driver);
+    let by_default = honoured && idle::held_by_default(plan.peak_rate() / plan.threads.max(1) as f64);
     let cpu_latency = hold_cpu_latency(cpu_dma_latency, by_default);
-    if let Some(held) = &cpu_latency {
-        println!(
+    match (&cpu_latency, honoured) {
+        (Some(held), true) => println!(
             "loader: holding /dev/cpu_dma_latency at {} µs for the run: idle CPUs poll rather than halt (--cpu-dma-latency off leaves them)",
             held.us
-        );
+        ),
+        (Some(held), false) => eprintln!(
+            "loader: warning: --cpu-dma-latency {}: this machine has no cpuidle driver, so its idle CPUs halt whatever is asked; held, it changes nothing",
+            held.us
+        ),
+        (None, _) => {}
     }
 
     if builtin.is_some() {
@@ -116,7 +124,11 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             &plan,
             outputs,
             &interrupted,
-            Host { preflight, cpu_latency_us: cpu_latency.as_ref().map(|c| c.us) },
+            Host {
+                preflight,
+                cpu_latency_us: cpu_latency.as_ref().map(|c| c.us),
+                cpuidle_driver: Some(cpuidle_driver.clone()),
+            },
             &mut privileges,
             &mut probes,
             certified.certified.as_ref(),
@@ -240,10 +252,12 @@ struct Outputs<'a> {
 }
 
 /// The host as each run finds it: the pre-flight noise check's length (0: none) and the CPU
-/// wake-up latency held for the whole of `loader run` (`None`: not held).
+/// wake-up latency held for the whole of `loader run` (`None`: not held), and the cpuidle
+/// driver that honours it (`None`: none, so idle CPUs halt whatever is held).
 struct Host {
     preflight: Duration,
     cpu_latency_us: Option<u32>,
+    cpuidle_driver: Option<String>,
 }
 
 /// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
@@ -257,7 +271,7 @@ fn run_once(
     certificate: Option<&crate::calibrate::Certified>,
 ) -> anyhow::Result<(Summary, analysis::Analysis)> {
     let Outputs { dir, json_lines, metrics, control } = outputs;
-    let Host { preflight, cpu_latency_us } = host;
+    let Host { preflight, cpu_latency_us, cpuidle_driver } = host;
     // Before the probes attach, so these sleeping threads are not counted as the run's.
     let noise = (!preflight.is_zero()).then(|| {
         let slo_ms =
@@ -318,6 +332,7 @@ fn run_once(
     summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
     summary.run.command_line = std::env::args().collect();
     summary.run.cpu_dma_latency_us = cpu_latency_us;
+    summary.run.cpuidle_driver = cpuidle_driver;
     summary.run.stop_requested_unix_s = control
         .and_then(|c| c.requested_at())
         .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())

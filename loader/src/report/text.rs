@@ -156,10 +156,16 @@ pub fn render(s: &Summary) -> String {
             w.p99,
             w.max,
             w.count,
-            match s.run.cpu_dma_latency_us {
-                Some(0) => ", idle CPUs polling (cpu_dma_latency 0 µs held)".to_string(),
-                Some(us) => format!(", cpu_dma_latency {us} µs held"),
-                None => ", cpu_dma_latency not held by the loader".to_string(),
+            match (
+                s.run.cpu_dma_latency_us,
+                s.run.cpuidle_driver.as_deref().is_none_or(crate::health::idle::honours_request)
+            ) {
+                (Some(us), false) =>
+                    format!(", no cpuidle driver (cpu_dma_latency {us} µs held, but nothing reads it)"),
+                (Some(0), true) => ", idle CPUs polling (cpu_dma_latency 0 µs held)".to_string(),
+                (Some(us), true) => format!(", cpu_dma_latency {us} µs held"),
+                (None, false) => ", no cpuidle driver (cpu_dma_latency would change nothing: not held)".to_string(),
+                (None, true) => ", cpu_dma_latency not held by the loader".to_string(),
             }
         );
     }

@@ -167,6 +167,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             protocol: if plan.http2.is_some() { "h2" } else { "http/1.1" }.to_string(),
             max_streams: plan.http2.unwrap_or(0),
             cpu_dma_latency_us: None,
+            cpuidle_driver: None,
             profile: plan.profile_kind().as_str().to_string(),
             connections_opened: rec.connections_opened,
             connect_failures: rec.connect_failures,

@@ -160,6 +160,11 @@ pub struct RunInfo {
     /// not root).
     #[serde(default)]
     pub cpu_dma_latency_us: Option<u32>,
+    /// The machine's cpuidle driver (`/sys/devices/system/cpu/cpuidle/current_driver`), which
+    /// is what honours `cpu_dma_latency_us`. `"none"`: the machine has none — idle CPUs halt
+    /// whatever is held, so the loader holds nothing by default there. `null`: not recorded.
+    #[serde(default)]
+    pub cpuidle_driver: Option<String>,
     /// Connections opened during the run (pool and reconnects).
     pub connections_opened: u64,
     /// Connection attempts that failed.

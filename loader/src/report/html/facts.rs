@@ -194,10 +194,14 @@ pub fn metadata(s: &Summary) -> String {
         ("wake-up batching window", format!("{} µs", num(r.wake_window_us))),
         (
             "idle CPUs",
-            match r.cpu_dma_latency_us {
-                Some(0) => "polling: <code>/dev/cpu_dma_latency</code> held at 0 µs for the run".to_string(),
-                Some(us) => format!("<code>/dev/cpu_dma_latency</code> held at {us} µs for the run"),
-                None => "as the machine had them (<code>/dev/cpu_dma_latency</code> not held by the loader)".to_string(),
+            match (r.cpu_dma_latency_us, r.cpuidle_driver.as_deref().is_none_or(crate::health::idle::honours_request)) {
+                (Some(us), false) => format!(
+                    "<code>/dev/cpu_dma_latency</code> held at {us} µs, but the machine has no cpuidle driver to read it"
+                ),
+                (Some(0), true) => "polling: <code>/dev/cpu_dma_latency</code> held at 0 µs for the run".to_string(),
+                (Some(us), true) => format!("<code>/dev/cpu_dma_latency</code> held at {us} µs for the run"),
+                (None, false) => "as the machine has them: no cpuidle driver (<code>/dev/cpu_dma_latency</code> would change nothing, not held)".to_string(),
+                (None, true) => "as the machine had them (<code>/dev/cpu_dma_latency</code> not held by the loader)".to_string(),
             },
         ),
         (
