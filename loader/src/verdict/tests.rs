@@ -110,7 +110,15 @@ fn the_loaders_own_work_delaying_its_sends_invalidates() {
     // Not when the lag is waiting for connections (a slow or stalled target's story) …
     let mut waited = s.clone();
     waited.phases[0].waited_for_connection = 20;
-    assert_eq!(judge(&waited, &Limits::default()).trusted, Some(true));
+    let v = judge(&waited, &Limits::default());
+    assert_eq!(v.trusted, Some(true));
+    // … but named, when the waits set a material part of the tail (the target's side).
+    assert_eq!(codes(&v), ["pool_exhausted"], "{:?}", v.reasons);
+    assert_eq!(v.reasons[0].side, TARGET);
+    assert!(v.reasons[0].detail.contains("20 sends") && v.reasons[0].detail.contains("waited for a connection"));
+    // A few waits (≤ 0.5 % of the sends) leave the lag the loader's to answer for.
+    waited.phases[0].waited_for_connection = waited.phases[0].sent / 1000;
+    assert_eq!(codes(&judge(&waited, &Limits::default())), ["send_lag"]);
     // … nor when it is a small share of the tail, nor when the rule is off.
     let s = with_preflight(lagging(big_clean(), 1.0, 1.0, 5.0), 100.0);
     assert!(judge(&s, &Limits::default()).reasons.is_empty());
