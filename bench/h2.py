@@ -135,6 +135,13 @@ def main():
     port = free_port()
     nginx = start_nginx(run_dir, port, args.target_cpu)
     url = f"http://127.0.0.1:{port}/"
+    # How idle CPUs sleep sets what every tool's wake-ups cost (docs/performance.md): say it.
+    try:
+        cpuidle = open("/sys/devices/system/cpu/cpuidle/current_driver").read().strip() or "none"
+    except OSError:
+        cpuidle = "none"
+    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print(f"bench/h2.py: host: {model}, {os.cpu_count()} CPUs, cpuidle driver {cpuidle}", flush=True)
     results = []
     try:
         for r in range(args.rounds):

@@ -275,16 +275,23 @@ for _ in $(seq 50); do
 done
 answer=$("${harness[@]}" check-target "$url") || die "nginx does not answer on $url"
 
+# How idle CPUs sleep sets what every tool's wake-ups cost (docs/performance.md): say it.
+cpuidle=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || true)
 if [[ -n $hold_latency ]]; then
     ((EUID == 0)) || die "--hold-cpu-latency needs root (/dev/cpu_dma_latency)"
     "${harness[@]}" hold-cpu-latency >"$out_dir/hold-cpu-latency.out" 2>&1 &
     hold_pid=$!
     for _ in $(seq 50); do grep -q held "$out_dir/hold-cpu-latency.out" 2>/dev/null && break; sleep 0.1; done
     grep -q held "$out_dir/hold-cpu-latency.out" || die "cannot hold /dev/cpu_dma_latency: $(cat "$out_dir/hold-cpu-latency.out")"
-    echo "bench: /dev/cpu_dma_latency held at 0 µs for every tool (idle CPUs poll)"
+    if [[ ${cpuidle:-none} == none ]]; then
+        echo "bench: /dev/cpu_dma_latency held at 0 µs for every tool — no cpuidle driver reads it here: idle CPUs still halt"
+    else
+        echo "bench: /dev/cpu_dma_latency held at 0 µs for every tool (idle CPUs poll)"
+    fi
 fi
 echo "bench: target $url — nginx ($("$nginx_bin" -v 2>&1 | sed 's/.*: //'), 1 worker on CPU $target_cpu) answers: $answer"
 echo "bench: load average before start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on CPU $load_cpu or $target_cpu skews every figure)"
+echo "bench: host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, cpuidle driver ${cpuidle:-none}"
 echo "bench: tools on CPU $load_cpu; $rounds round(s) of ${duration}s per tool, $connections connections; raw output in $out_dir"
 if [[ $mode == fixed ]]; then
     # shellcheck source=bench/fixed.sh
