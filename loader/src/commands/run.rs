@@ -127,7 +127,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             Host {
                 preflight,
                 cpu_latency_us: cpu_latency.as_ref().map(|c| c.us),
-                cpuidle_driver: Some(cpuidle_driver.clone()),
+                cpuidle_driver: cpuidle_driver.clone(),
             },
             &mut privileges,
             &mut probes,
@@ -253,11 +253,11 @@ struct Outputs<'a> {
 
 /// The host as each run finds it: the pre-flight noise check's length (0: none) and the CPU
 /// wake-up latency held for the whole of `loader run` (`None`: not held), and the cpuidle
-/// driver that honours it (`None`: none, so idle CPUs halt whatever is held).
+/// driver that honours it ([`idle::NO_DRIVER`]: none, so idle CPUs halt whatever is held).
 struct Host {
     preflight: Duration,
     cpu_latency_us: Option<u32>,
-    cpuidle_driver: Option<String>,
+    cpuidle_driver: String,
 }
 
 /// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
@@ -332,7 +332,7 @@ fn run_once(
     summary.loader.certificate = certificate.and_then(|c| c.compare(&summary.phases));
     summary.run.command_line = std::env::args().collect();
     summary.run.cpu_dma_latency_us = cpu_latency_us;
-    summary.run.cpuidle_driver = cpuidle_driver;
+    summary.run.cpuidle_driver = Some(cpuidle_driver);
     summary.run.stop_requested_unix_s = control
         .and_then(|c| c.requested_at())
         .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())

@@ -75,6 +75,12 @@ pub fn honours_request(driver: &str) -> bool {
     driver != NO_DRIVER
 }
 
+/// Whether a run's recorded driver (`run.cpuidle_driver`) reads the request; a summary that
+/// did not record one (an older loader) is taken as it was written, for a machine that does.
+pub fn recorded_honours_request(driver: Option<&str>) -> bool {
+    driver.is_none_or(honours_request)
+}
+
 fn driver_named(text: &str) -> String {
     let name = text.trim();
     if name.is_empty() { NO_DRIVER } else { name }.to_string()

@@ -158,7 +158,7 @@ pub fn render(s: &Summary) -> String {
             w.count,
             match (
                 s.run.cpu_dma_latency_us,
-                s.run.cpuidle_driver.as_deref().is_none_or(crate::health::idle::honours_request)
+                crate::health::idle::recorded_honours_request(s.run.cpuidle_driver.as_deref())
             ) {
                 (Some(us), false) =>
                     format!(", no cpuidle driver (cpu_dma_latency {us} µs held, but nothing reads it)"),

@@ -190,7 +190,7 @@ pub fn judge_lag(
     adaptive: bool,
 ) -> Lag {
     let comparable = share < 1.0 && sent >= MIN_SENDS_FOR_P99 && waited as f64 <= WAITED_SHARE_MAX * sent as f64;
-    let material = |x: f64| x >= share * latency && x >= super::floor::FLOOR_MIN_MS;
+    let material = |x: f64| material(x, share, latency);
     if !comparable || !material(lag) {
         Lag::Immaterial
     } else if material(own) && own > at_floor_ms(floor.ms, window_ms, adaptive) {
@@ -205,6 +205,12 @@ pub fn judge_lag(
     } else {
         Lag::Late
     }
+}
+
+/// Whether a delay of `x` ms is a material part of a latency p99 of `latency` ms: at least
+/// `share` of it, and above the verdict's lowest floor.
+fn material(x: f64, share: f64, latency: f64) -> bool {
+    x >= share * latency && x >= super::floor::FLOOR_MIN_MS
 }
 
 /// What the send-lag rule needs of the run beyond the phase.
@@ -305,10 +311,8 @@ fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, r
 fn target_waits(p: &PhaseSummary, share: f64, reasons: &mut Vec<Reason>) {
     let waited = p.late.saturating_sub(p.late_unpooled);
     let (lag, lat) = (p.send_lag_ms.p99, p.latency_ms.p99);
-    let tail = share < 1.0
-        && p.waited_for_connection as f64 > WAITED_SHARE_MAX * p.sent as f64
-        && lag >= share * lat
-        && lag >= super::floor::FLOOR_MIN_MS;
+    let tail =
+        share < 1.0 && p.waited_for_connection as f64 > WAITED_SHARE_MAX * p.sent as f64 && material(lag, share, lat);
     if waited > 0 {
         reasons.push(reason(
             "pool_exhausted",

@@ -21,6 +21,7 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use tokio::io::unix::AsyncFd;
 
 use crate::engine::Clock;
+use crate::engine::shard::timers::{SERVES_WITHIN_NS, next_guess, serves};
 
 /// The timerfd, as the runtime's epoll needs it.
 struct Fd(TimerFd);
@@ -139,12 +140,6 @@ impl Timer {
     }
 }
 
-/// A timer armed this much before a sleep's target serves for it (the schedule's instants
-/// are whole nanoseconds of a real-valued rate, so evenly spaced sleeps differ by a few); the
-/// thread spins the rest.
-const SERVES_WITHIN_NS: u64 = 1_000;
-/// Longest gap between two sleeps from which the next one is guessed.
-const GUESS_UP_TO_NS: u64 = 10_000_000;
 /// Blocking timerfds: the sleep's, the guess for the next, and one left armed by a guess that
 /// turned out later than the sleep it was for.
 const AHEAD: usize = 3;
@@ -178,9 +173,7 @@ impl Ahead {
     /// Block until a timer at `until`, or at most [`SERVES_WITHIN_NS`] before it, has fired
     /// (`now` < `until` on the run clock); arm the guess for the next sleep first.
     fn sleep(&mut self, until: u64, now: u64, clock: Clock) -> nix::Result<()> {
-        let serving = (0..AHEAD)
-            .filter(|&k| self.at[k] > now && self.at[k] <= until && until - self.at[k] <= SERVES_WITHIN_NS)
-            .max_by_key(|&k| self.at[k]);
+        let serving = (0..AHEAD).filter(|&k| self.at[k] > now && serves(self.at[k], until)).max_by_key(|&k| self.at[k]);
         let (i, target) = match serving {
             Some(k) => (k, self.at[k]),
             None => {
@@ -193,17 +186,11 @@ impl Ahead {
                 (k, until)
             }
         };
-        if let Some(last) = self.last.replace(target)
-            && target > last
-            && target - last <= GUESS_UP_TO_NS
+        if let Some(next) = self.last.replace(target).and_then(|last| next_guess(last, target))
+            && !(0..AHEAD).any(|k| self.at[k] > now && serves(self.at[k], next))
         {
-            let next = target + (target - last);
-            let armed =
-                (0..AHEAD).any(|k| self.at[k] > now && self.at[k] <= next && next - self.at[k] <= SERVES_WITHIN_NS);
-            if !armed {
-                let k = self.free(now, Some(i));
-                self.arm(k, next, clock)?;
-            }
+            let k = self.free(now, Some(i));
+            self.arm(k, next, clock)?;
         }
         let waited = self.fds[i].wait();
         self.at[i] = 0;

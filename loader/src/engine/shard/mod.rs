@@ -29,7 +29,7 @@
 mod connections;
 mod requests;
 mod ring;
-mod timers;
+pub(in crate::engine) mod timers;
 mod tls;
 
 pub(super) use requests::own_lag;

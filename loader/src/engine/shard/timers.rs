@@ -28,9 +28,20 @@ const OP_TIMER: u64 = 0xf0;
 const OP_TIMER_REMOVE: u64 = 0xf1;
 /// A timer this much before a sleep's target serves for it (the schedule's instants are
 /// whole nanoseconds of a real-valued rate, so evenly spaced sleeps differ by a few).
-const SERVES_WITHIN_NS: u64 = 1_000;
+pub(in crate::engine) const SERVES_WITHIN_NS: u64 = 1_000;
 /// Longest gap between two sleeps from which the next one is guessed.
 const GUESS_UP_TO_NS: u64 = 10_000_000;
+
+/// Whether a timer armed for `armed` serves a sleep until `until` ([`SERVES_WITHIN_NS`]).
+pub(in crate::engine) fn serves(armed: u64, until: u64) -> bool {
+    armed <= until && until - armed <= SERVES_WITHIN_NS
+}
+
+/// The next sleep's target guessed from the last two, `last` then `target`: at a fixed rate
+/// wake-ups are evenly spaced. `None` when they are not in order or too far apart.
+pub(in crate::engine) fn next_guess(last: u64, target: u64) -> Option<u64> {
+    (target > last && target - last <= GUESS_UP_TO_NS).then(|| target + (target - last))
+}
 /// Timespecs kept for the kernel to read at submission: more than can be pushed between two
 /// submissions (at most three per sleep, and every sleep submits).
 const SLOTS: usize = 8;
@@ -70,7 +81,7 @@ impl WakeTimers {
         absolute: impl Fn(u64) -> types::Timespec,
         mut push: impl FnMut(squeue::Entry),
     ) -> u64 {
-        let serving = self.armed.iter().map(|&(d, _)| d).filter(|&d| d <= until && until - d <= SERVES_WITHIN_NS).max();
+        let serving = self.armed.iter().map(|&(d, _)| d).filter(|&d| serves(d, until)).max();
         let target = match serving {
             Some(d) if d > now => d,
             _ => {
@@ -94,14 +105,10 @@ impl WakeTimers {
             }
         }
         // The next sleep, guessed from the spacing of the last two.
-        if let Some(last) = self.last_until.replace(target)
-            && target > last
-            && target - last <= GUESS_UP_TO_NS
+        if let Some(next) = self.last_until.replace(target).and_then(|last| next_guess(last, target))
+            && !self.armed.iter().any(|&(d, _)| serves(d, next))
         {
-            let next = target + (target - last);
-            if !self.armed.iter().any(|&(d, _)| d <= next && next - d <= SERVES_WITHIN_NS) {
-                push(self.arm(next, &absolute));
-            }
+            push(self.arm(next, &absolute));
         }
         target
     }

@@ -194,7 +194,7 @@ pub fn metadata(s: &Summary) -> String {
         ("wake-up batching window", format!("{} µs", num(r.wake_window_us))),
         (
             "idle CPUs",
-            match (r.cpu_dma_latency_us, r.cpuidle_driver.as_deref().is_none_or(crate::health::idle::honours_request)) {
+            match (r.cpu_dma_latency_us, crate::health::idle::recorded_honours_request(r.cpuidle_driver.as_deref())) {
                 (Some(us), false) => format!(
                     "<code>/dev/cpu_dma_latency</code> held at {us} µs, but the machine has no cpuidle driver to read it"
                 ),
