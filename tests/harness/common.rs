@@ -36,6 +36,24 @@ pub fn loader_bin() -> &'static str {
             None => panic!("no profile directory above the test binary"),
         }
         let target_dir = profile_dir.parent().expect("a target directory above the profile's");
+        // What Cargo sets for a running test is not the environment of a plain `cargo build`:
+        // build scripts that watch one of these (ring's watches CARGO_MANIFEST_DIR) would run
+        // again and rebuild the loader, minutes each time a suite follows a plain build.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key.starts_with("CARGO_PKG_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                ]
+                .contains(&key.as_ref())
+            {
+                build.env_remove(key.as_ref());
+            }
+        }
         let status = build
             .env("CARGO_TARGET_DIR", target_dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
