@@ -149,8 +149,13 @@ pub fn judge_step(f: &StepFigures, runqueue_limit_ms: f64) -> StepCall {
     // The verdict's relative rules, with the verdict's defaults.
     let share = crate::verdict::Limits::default().loader_delay_pct / 100.0;
     if let (Some(latency), Some(floor_ms)) = (f.latency_p99_ms, f.floor_ms) {
-        let floor =
-            crate::verdict::floor::Floor { ms: floor_ms, preflight_ms: None, run_ms: None, run_contended: false };
+        let floor = crate::verdict::floor::Floor {
+            ms: floor_ms,
+            preflight_ms: None,
+            run_ms: None,
+            run_contended: false,
+            phase_ms: None,
+        };
         let own = f.own_lag_p99_ms.unwrap_or(f.send_lag_p99_ms);
         let lag = crate::verdict::judge_lag(
             f.send_lag_p99_ms,
@@ -312,17 +317,23 @@ pub fn refine_rates(coarse: &[StepCall], factor: f64, beyond: f64) -> Vec<f64> {
 }
 
 /// Coarse steps up to the last good one, the refining steps up to their first confirmed
-/// failure, then (when none failed) the coarse failure: one sequence for [`find`], in the
-/// order the steps ran.
+/// failure and the coarse steps from the failed one on: one sequence for [`find`], in rising
+/// rate (a limit is monotonic in the rate, which is what `find` reads). The refining steps go
+/// past the coarse failure's rate, so one above it that passed shows the failure was a
+/// disturbance, while coarse steps above them that failed still confirm a limit. (CI: the
+/// coarse failure at 1,953/s used to be appended after refining steps that passed up to
+/// 2,425/s, and the certificate named a loader ceiling of 2,425/s, above its own failed step.)
 pub fn splice(coarse: &[StepCall], fine: &[StepCall]) -> Vec<StepCall> {
     let f = find(coarse);
     let (Some(good), Some(bad)) = (f.last_good, f.failed) else { return coarse.to_vec() };
-    let mut all = coarse[..=good].to_vec();
     let stop = find(fine).failed;
-    all.extend(fine.iter().take(stop.map_or(fine.len(), |i| i + 1)).cloned());
-    if stop.is_none() {
-        all.push(coarse[bad].clone());
-    }
+    let mut all: Vec<StepCall> = coarse[..=good]
+        .iter()
+        .chain(&fine[..stop.map_or(fine.len(), |i| i + 1)])
+        .chain(&coarse[bad..])
+        .cloned()
+        .collect();
+    all.sort_by(|a, b| a.figures.offered_rps.total_cmp(&b.figures.offered_rps));
     all
 }
 
@@ -612,18 +623,52 @@ mod tests {
             .collect();
         let all = splice(&coarse, &fine);
         let rates: Vec<f64> = all.iter().map(|c| c.figures.offered_rps).collect();
-        assert_eq!(rates, vec![1000.0, 1050.0, 1103.0, 1158.0]);
+        assert_eq!(rates, vec![1000.0, 1050.0, 1103.0, 1158.0, 1250.0], "the coarse failure above it confirms it");
         assert_eq!(find(&all).lower_bound_rps(&all), Some(1103.0));
         // Every refining step passed: the coarse failure still closes the sequence.
         let all = splice(&coarse, &fine[..2]);
         assert_eq!(find(&all).failed.map(|i| all[i].figures.offered_rps), Some(1250.0));
-        // Refining steps passed above the coarse failure: it was a blip; the last of them is
-        // the last good step, and the coarse failure (out of rate order) closes the sequence.
+        // Refining steps passed above the coarse failure: it was a blip, nothing limited the
+        // steps up to the highest of them.
         let past: Vec<_> =
             [on_time(1050.0), on_time(1276.0), on_time(1340.0)].iter().map(|f| judge_step(f, 1.0)).collect();
         let all = splice(&coarse, &past);
+        let rates: Vec<f64> = all.iter().map(|c| c.figures.offered_rps).collect();
+        assert_eq!(rates, vec![1000.0, 1050.0, 1250.0, 1276.0, 1340.0], "in rising rate");
         let f = find(&all);
-        assert_eq!((f.limited_by, f.lower_bound_rps(&all)), (LimitedBy::Target, Some(1340.0)));
+        assert_eq!((f.limited_by, f.lower_bound_rps(&all)), (LimitedBy::MaxRate, Some(1340.0)));
+    }
+
+    #[test]
+    fn a_loader_failure_below_passing_refining_steps_is_no_ceiling() {
+        // CI: coarse 1,000–1,953/s with the last step late by the host's jitter, then refining
+        // steps to 2,425/s that passed but for two more blips: no ceiling, least of all one
+        // above the failed step.
+        let late = |rate: f64| StepFigures { late_unpooled: 500, ..on_time(rate) };
+        let coarse: Vec<_> = [on_time(1000.0), on_time(1250.0), on_time(1563.0), late(1953.0)]
+            .iter()
+            .map(|f| judge_step(f, 1.0))
+            .collect();
+        assert_eq!(coarse[3].side, Side::Loader);
+        let fine: Vec<_> = [on_time(1641.0), late(1995.0), on_time(2095.0), late(2309.0), on_time(2425.0)]
+            .iter()
+            .map(|f| judge_step(f, 1.0))
+            .collect();
+        let all = splice(&coarse, &fine);
+        let f = find(&all);
+        assert_eq!(
+            (f.limited_by, f.ceiling_rps(&all), f.lower_bound_rps(&all)),
+            (LimitedBy::MaxRate, None, Some(2425.0))
+        );
+        // Coarse steps above the refining ones that failed too still confirm a ceiling, and
+        // it is below them.
+        let coarse: Vec<_> =
+            [on_time(1000.0), late(1250.0), late(1563.0), late(1953.0)].iter().map(|f| judge_step(f, 1.0)).collect();
+        let fine: Vec<_> =
+            [on_time(1050.0), on_time(1276.0), on_time(1551.0)].iter().map(|f| judge_step(f, 1.0)).collect();
+        let all = splice(&coarse, &fine);
+        let f = find(&all);
+        assert_eq!((f.limited_by, f.ceiling_rps(&all)), (LimitedBy::Loader, Some(1551.0)));
     }
 
     #[test]
