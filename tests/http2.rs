@@ -285,6 +285,9 @@ fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
     let per_request = sleeps as f64 / 3000.0;
     // Waking for each answer too makes it 2 (measured: 2.0 before, 1.0 after).
     assert!(per_request < 1.4, "the shard slept {sleeps} times for 3,000 requests ({per_request:.2} each)");
+    // Those sleeps are the phase's timer wake-ups, as the verdict's floor reads them.
+    let wakes = u(&main["wake_late_us"]["count"]);
+    assert!((1000..=sleeps).contains(&wakes), "{wakes} timer wake-ups in the phase, {sleeps} sleeps");
     let p50 = f(&main["latency_ms"]["p50"]);
     assert!((2.0..2.5).contains(&p50), "p50 {p50} ms against a 2 ms delay: answers keep their arrival time");
 }

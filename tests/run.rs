@@ -67,6 +67,17 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
         assert!(f(&lat[q]) >= f(&svc[q]), "{q}: corrected {} < uncorrected {}", lat[q], svc[q]);
     }
     assert_eq!(u(&lat["count"]), 6000);
+    // The shard's timer wake-ups, run-wide and within each phase's window (a sleep or so per
+    // send at 2,000/s; the drain's are in no window).
+    let wakes = |v: &serde_json::Value| u(&v["wake_late_us"]["count"]);
+    assert!(wakes(main) >= 1000, "{}", main["wake_late_us"]);
+    assert!(
+        wakes(warm) + wakes(main) <= wakes(&s["loader"]),
+        "{} {} {}",
+        warm["wake_late_us"],
+        main["wake_late_us"],
+        s["loader"]["wake_late_us"]
+    );
     // The .hgrm export of the same phase: HdrHistogram's text format, the same total.
     let hgrm = std::fs::read_to_string(out.join("hgrm/main.latency.hgrm")).expect("main.latency.hgrm written");
     assert!(hgrm.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)\n\n"), "{hgrm}");

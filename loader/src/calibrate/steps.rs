@@ -55,7 +55,8 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
                 latency_p99_ms: Some(p.latency_ms.p99),
                 waited_for_connection: p.waited_for_connection,
                 measured_s: p.measured_s,
-                floor_ms: Some(floor.ms),
+                // The host's jitter where this step's sends were due, as the verdict takes it.
+                floor_ms: Some(floor.for_phase(s, p).ms),
                 wake_window_ms: Some(s.run.wake_window_us / 1000.0),
                 wake_window_adaptive: s.run.wake_window_adaptive,
                 // Sustained too: the mean of the settled seconds. A step holds 2–3 of them, so

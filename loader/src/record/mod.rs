@@ -58,6 +58,9 @@ pub struct PhaseRecord {
     /// time and the instant the shard woke to send it (or got a connection for it). What is
     /// left of the lag is the host's wake-up lateness or the wait for a connection.
     pub own_lag: Histogram<u64>,
+    /// How late the shard woke from sleeps that ended on their timer inside the phase's
+    /// window, µs: the host's wake-up jitter where this phase's sends were due.
+    pub wake_lateness: Histogram<u64>,
     /// Requests sent.
     pub sent: u64,
     /// Requests answered 2xx/3xx.
@@ -89,6 +92,7 @@ impl PhaseRecord {
             service: histogram(),
             send_lag: histogram(),
             own_lag: histogram(),
+            wake_lateness: histogram(),
             sent: 0,
             ok: 0,
             errors: [0; ErrorClass::COUNT],
@@ -107,6 +111,7 @@ impl PhaseRecord {
         self.service.add(&other.service).expect("same bounds");
         self.send_lag.add(&other.send_lag).expect("same bounds");
         self.own_lag.add(&other.own_lag).expect("same bounds");
+        self.wake_lateness.add(&other.wake_lateness).expect("same bounds");
         self.sent += other.sent;
         self.ok += other.ok;
         for (a, b) in self.errors.iter_mut().zip(other.errors) {
@@ -309,10 +314,13 @@ impl ShardRecord {
         }
     }
 
-    /// A sleep that was to end at its timer ended `late_ns` after it.
+    /// A sleep that was to end at its timer ended `late_ns` after it, at `at_ns`.
     #[inline]
-    pub fn on_wake(&mut self, late_ns: u64) {
+    pub fn on_wake(&mut self, late_ns: u64, at_ns: u64) {
         self.wake_lateness.saturating_record(us(late_ns));
+        if let Some(w) = self.window_of(at_ns) {
+            self.phases[w].wake_lateness.saturating_record(us(late_ns));
+        }
     }
 
     /// A response with `status` completed at `done_ns`.

@@ -122,6 +122,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 service_ms: latency(&r.service),
                 send_lag_ms: send_lag(&r.send_lag),
                 own_lag_ms: Some(send_lag(&r.own_lag)),
+                wake_late_us: wake_late(&r.wake_lateness),
                 passed: None,
                 fail_reasons: Vec::new(),
             }

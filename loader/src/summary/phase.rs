@@ -103,6 +103,11 @@ pub struct PhaseSummary {
     /// host's wake-up lateness or the wait for a connection.
     #[serde(default)]
     pub own_lag_ms: Option<SendLagMs>,
+    /// How late the shards woke from sleeps that ended on their timer inside the phase's
+    /// window, µs: the host's wake-up jitter while this phase's sends were due (null: none
+    /// measured, or a summary from before it was recorded).
+    #[serde(default)]
+    pub wake_late_us: Option<super::WakeLateUs>,
     /// Judged against the SLO (null: no criteria given).
     pub passed: Option<bool>,
     /// Why it failed.

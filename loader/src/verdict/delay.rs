@@ -90,21 +90,20 @@ fn measured(s: &Summary) -> impl Iterator<Item = &PhaseSummary> {
 pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reason>) {
     let share = limits.loader_delay_pct / 100.0;
     runqueue(s, limits, share, reasons);
-    let mut resolution: Option<(f64, f64)> = None;
+    let mut resolution: Option<(f64, f64, Floor)> = None;
     let run = RunContext {
         limits,
         share,
-        floor,
         runqueue_max_ms: s.probes.runqueue_us.as_ref().map(|rq| rq.max / 1000.0),
         window_us: s.run.wake_window_us,
         adaptive: s.run.wake_window_adaptive,
         steal: steal_clause(s),
     };
     for p in measured(s) {
-        send_lag(p, &run, reasons, &mut resolution);
+        send_lag(p, &run, &floor.for_phase(s, p), reasons, &mut resolution);
         target_waits(p, share, reasons);
     }
-    if let Some((lag, lat)) = resolution {
+    if let Some((lag, lat, floor)) = resolution {
         reasons.push(reason(
             "host_resolution",
             LOADER,
@@ -217,7 +216,6 @@ fn material(x: f64, share: f64, latency: f64) -> bool {
 struct RunContext<'a> {
     limits: &'a Limits,
     share: f64,
-    floor: &'a Floor,
     /// The shard threads' longest run-queue wait, ms.
     runqueue_max_ms: Option<f64>,
     /// The batching window, µs.
@@ -228,8 +226,16 @@ struct RunContext<'a> {
     steal: Option<String>,
 }
 
-fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, resolution: &mut Option<(f64, f64)>) {
-    let RunContext { limits, share, floor, runqueue_max_ms, window_us, adaptive, ref steal } = *run;
+/// Judge phase `p`'s send lag against `floor`, the host's jitter where its sends were due
+/// ([`Floor::for_phase`]); a lag at the floor joins `resolution` (the worst one is stated).
+fn send_lag(
+    p: &PhaseSummary,
+    run: &RunContext<'_>,
+    floor: &Floor,
+    reasons: &mut Vec<Reason>,
+    resolution: &mut Option<(f64, f64, Floor)>,
+) {
+    let RunContext { limits, share, runqueue_max_ms, window_us, adaptive, ref steal } = *run;
     let (lag, lat) = (p.send_lag_ms.p99, p.latency_ms.p99);
     // The absolute limit blames the loader only when its own late sends (a connection was
     // free) are enough to set the p99: ≥ 1 % of the sends. Fewer, and the p99 is the waits
@@ -269,9 +275,9 @@ fn send_lag(p: &PhaseSummary, run: &RunContext<'_>, reasons: &mut Vec<Reason>, r
             ))
         }
         Lag::AtFloor => {
-            let worst = resolution.get_or_insert((lag, lat));
+            let worst = resolution.get_or_insert((lag, lat, *floor));
             if lag > worst.0 {
-                *worst = (lag, lat);
+                *worst = (lag, lat, *floor);
             }
         }
         Lag::Late => {

@@ -18,7 +18,7 @@
 //! trouble, not the host's resolution. With neither measurement (`--preflight 0s` and no
 //! timer wake-up) it is [`FLOOR_UNMEASURED_MS`].
 
-use crate::summary::Summary;
+use crate::summary::{PhaseSummary, Summary};
 
 /// Lowest floor: sub-50 µs lag is below what any loader that sleeps can promise.
 pub const FLOOR_MIN_MS: f64 = 0.05;
@@ -45,6 +45,9 @@ pub struct Floor {
     /// The run's own wake-ups were measured but run-queue delay explained them (so they are
     /// contention, judged by the run-queue rule, not the host's timer).
     pub run_contended: bool,
+    /// The phase's own timer wake-ups' p99, ms, when it raised the run's floor
+    /// ([`Floor::for_phase`]).
+    pub phase_ms: Option<f64>,
 }
 
 impl Floor {
@@ -61,11 +64,38 @@ impl Floor {
             Some(measured) => measured.clamp(FLOOR_MIN_MS, FLOOR_MAX_MS),
             None => FLOOR_UNMEASURED_MS,
         };
-        Floor { ms, preflight_ms, run_ms, run_contended }
+        Floor { ms, preflight_ms, run_ms, run_contended, phase_ms: None }
+    }
+
+    /// The floor where phase `p`'s sends were due: the run's, raised to the phase's own timer
+    /// wake-ups' p99 when there are enough of them and run-queue delay does not explain them.
+    /// A host's jitter comes in spells (CI: a calibration's coarse pass measured 0.40 ms at
+    /// p99 over its whole run, yet one 2 s step at 1,953 req/s, shards 17 % busy, run-queue
+    /// p99 27 µs, own lag p99 6 µs, lagged 0.68 ms at p99 and was called the loader's
+    /// ceiling); the lateness of the shard's own sleeps in that window is the resolution its
+    /// sends had there.
+    pub fn for_phase(&self, s: &Summary, p: &PhaseSummary) -> Floor {
+        let phase_ms = p
+            .wake_late_us
+            .as_ref()
+            .filter(|w| w.count >= MIN_WAKEUPS)
+            .map(|w| w.p99 / 1000.0)
+            .filter(|&wake| s.probes.runqueue_us.as_ref().is_none_or(|rq| rq.p99 / 1000.0 < wake / 2.0));
+        match phase_ms {
+            Some(ms) if ms.min(FLOOR_MAX_MS) > self.ms => Floor { ms: ms.min(FLOOR_MAX_MS), phase_ms, ..*self },
+            _ => *self,
+        }
     }
 
     /// How the floor was measured, for a reason's sentence.
     pub fn evidence(&self) -> String {
+        if let Some(phase) = self.phase_ms {
+            return format!(
+                "this phase's own wake-ups p99 {:.0} µs; {}",
+                phase * 1e3,
+                Floor { phase_ms: None, ..*self }.evidence()
+            );
+        }
         match (self.preflight_ms, self.run_ms) {
             (Some(p), Some(r)) => {
                 format!("pre-flight p99 {:.0} µs, the run's own wake-ups p99 {:.0} µs", p * 1e3, r * 1e3)

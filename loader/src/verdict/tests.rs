@@ -127,6 +127,33 @@ fn the_loaders_own_work_delaying_its_sends_invalidates() {
 }
 
 #[test]
+fn a_spell_of_jitter_in_one_phase_is_that_phases_floor() {
+    // CI, a calibration step at 1,953 req/s: shards 17 % busy, run-queue p99 27 µs, own lag
+    // p99 6 µs, lag p99 0.68 ms in a latency p99 of 1.55 ms; the run's floor 0.40 ms. Judged
+    // against the run's floor it was the loader's; the shard's own sleeps in that window
+    // were as late as its sends.
+    let mut s = with_preflight(lagging(big_clean(), 0.684, 0.006, 1.548), 403.0);
+    s.probes.runqueue_us = Some(RunQueueUs { p50: 8.0, p99: 27.0, max: 300.0, count: 9000 });
+    assert_eq!(codes(&judge(&s, &Limits::default())), ["send_lag"], "against the run's floor");
+    let wake =
+        |p99: f64, count: u64| Some(crate::summary::WakeLateUs { p50: 30.0, p90: 90.0, p99, max: 2_000.0, count });
+    s.phases[0].wake_late_us = wake(700.0, 3_900);
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["host_resolution"]));
+    assert!(v.reasons[0].detail.contains("this phase's own wake-ups p99 700 µs"), "{}", v.reasons[0].detail);
+    // Too few wake-ups for a p99, or lateness the run queue explains: the run's floor.
+    s.phases[0].wake_late_us = wake(700.0, 150);
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(false));
+    s.phases[0].wake_late_us = wake(700.0, 3_900);
+    s.probes.runqueue_us = Some(RunQueueUs { p50: 8.0, p99: 400.0, max: 3_000.0, count: 9000 });
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(false));
+    // A phase calmer than the run keeps the run's floor.
+    s.probes.runqueue_us = None;
+    s.phases[0].wake_late_us = wake(100.0, 3_900);
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(false));
+}
+
+#[test]
 fn the_default_batching_window_a_little_above_the_runs_jitter_is_at_the_floor() {
     // CI, clean 30,000 req/s: the adaptive window at its 100 µs bound, the run's own wake-ups
     // 80 µs late at p99: own lag p99 0.10 ms, all lag 0.16 ms, latency p99 0.29 ms.

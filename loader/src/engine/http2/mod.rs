@@ -372,8 +372,8 @@ impl Shard {
                 Some(()) = self.streams.next(), if !self.streams.is_empty() => continue,
             };
             if timed_out && until > before {
-                let late = self.ctx.cfg.clock.now_ns().saturating_sub(until);
-                self.ctx.state.borrow_mut().record.on_wake(late);
+                let woke = self.ctx.cfg.clock.now_ns();
+                self.ctx.state.borrow_mut().record.on_wake(woke.saturating_sub(until), woke);
             }
             break;
         }
@@ -421,8 +421,8 @@ impl Shard {
         }
         if until > now {
             self.timer.block_until(until);
-            let late = self.ctx.cfg.clock.now_ns().saturating_sub(until);
-            self.ctx.state.borrow_mut().record.on_wake(late);
+            let woke = self.ctx.cfg.clock.now_ns();
+            self.ctx.state.borrow_mut().record.on_wake(woke.saturating_sub(until), woke);
         }
         self.woke(until);
     }

@@ -268,7 +268,7 @@ impl Shard {
             let timed_out = woke >= target;
             if timed_out {
                 let late = woke - target;
-                self.record.on_wake(late);
+                self.record.on_wake(late, woke);
                 self.lateness.observe(late);
             }
             if timed_out
