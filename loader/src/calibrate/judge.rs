@@ -149,13 +149,7 @@ pub fn judge_step(f: &StepFigures, runqueue_limit_ms: f64) -> StepCall {
     // The verdict's relative rules, with the verdict's defaults.
     let share = crate::verdict::Limits::default().loader_delay_pct / 100.0;
     if let (Some(latency), Some(floor_ms)) = (f.latency_p99_ms, f.floor_ms) {
-        let floor = crate::verdict::floor::Floor {
-            ms: floor_ms,
-            preflight_ms: None,
-            run_ms: None,
-            run_contended: false,
-            phase_ms: None,
-        };
+        let floor = crate::verdict::floor::Floor::measured(floor_ms);
         let own = f.own_lag_p99_ms.unwrap_or(f.send_lag_p99_ms);
         let lag = crate::verdict::judge_lag(
             f.send_lag_p99_ms,

@@ -18,7 +18,7 @@
 //! trouble, not the host's resolution. With neither measurement (`--preflight 0s` and no
 //! timer wake-up) it is [`FLOOR_UNMEASURED_MS`].
 
-use crate::summary::{PhaseSummary, Summary};
+use crate::summary::{PhaseSummary, Summary, WakeLateUs};
 
 /// Lowest floor: sub-50 µs lag is below what any loader that sleeps can promise.
 pub const FLOOR_MIN_MS: f64 = 0.05;
@@ -50,15 +50,28 @@ pub struct Floor {
     pub phase_ms: Option<f64>,
 }
 
+/// The p99 of timer wake-ups' lateness, ms, when there are enough of them for a p99.
+fn counted_p99_ms(wake: Option<&WakeLateUs>) -> Option<f64> {
+    wake.filter(|w| w.count >= MIN_WAKEUPS).map(|w| w.p99 / 1000.0)
+}
+
+/// Whether lateness of `wake_ms` is the timer's: the probes say whether the shards waited for
+/// a CPU, and lateness their run-queue p99 explains (half of it or more) is contention.
+fn timer_not_contention(s: &Summary, wake_ms: f64) -> bool {
+    s.probes.runqueue_us.as_ref().is_none_or(|rq| rq.p99 / 1000.0 < wake_ms / 2.0)
+}
+
 impl Floor {
+    /// A floor known only as a figure, `ms` (a calibration step's, already judged per phase).
+    pub fn measured(ms: f64) -> Floor {
+        Floor { ms, preflight_ms: None, run_ms: None, run_contended: false, phase_ms: None }
+    }
+
     /// The floor of the run `s`.
     pub fn of(s: &Summary) -> Floor {
         let preflight_ms = s.preflight.as_ref().filter(|p| p.wakeups > 0).map(|p| p.late_p99_us / 1000.0);
-        let wake_ms = s.loader.wake_late_us.as_ref().filter(|w| w.count >= MIN_WAKEUPS).map(|w| w.p99 / 1000.0);
-        // Probes say whether the shards waited for a CPU: lateness they explain is
-        // contention, not the timer.
-        let run_ms =
-            wake_ms.filter(|&wake| s.probes.runqueue_us.as_ref().is_none_or(|rq| rq.p99 / 1000.0 < wake / 2.0));
+        let wake_ms = counted_p99_ms(s.loader.wake_late_us.as_ref());
+        let run_ms = wake_ms.filter(|&wake| timer_not_contention(s, wake));
         let run_contended = wake_ms.is_some() && run_ms.is_none();
         let ms = match preflight_ms.into_iter().chain(run_ms).reduce(f64::max) {
             Some(measured) => measured.clamp(FLOOR_MIN_MS, FLOOR_MAX_MS),
@@ -75,12 +88,7 @@ impl Floor {
     /// ceiling); the lateness of the shard's own sleeps in that window is the resolution its
     /// sends had there.
     pub fn for_phase(&self, s: &Summary, p: &PhaseSummary) -> Floor {
-        let phase_ms = p
-            .wake_late_us
-            .as_ref()
-            .filter(|w| w.count >= MIN_WAKEUPS)
-            .map(|w| w.p99 / 1000.0)
-            .filter(|&wake| s.probes.runqueue_us.as_ref().is_none_or(|rq| rq.p99 / 1000.0 < wake / 2.0));
+        let phase_ms = counted_p99_ms(p.wake_late_us.as_ref()).filter(|&wake| timer_not_contention(s, wake));
         match phase_ms {
             Some(ms) if ms.min(FLOOR_MAX_MS) > self.ms => Floor { ms: ms.min(FLOOR_MAX_MS), phase_ms, ..*self },
             _ => *self,
@@ -116,7 +124,7 @@ impl Floor {
 mod tests {
     use super::*;
     use crate::health::preflight::Preflight;
-    use crate::summary::{RunQueueUs, WakeLateUs};
+    use crate::summary::RunQueueUs;
 
     fn summary(preflight_us: Option<f64>, wake_us: Option<f64>, runqueue_us: Option<f64>) -> Summary {
         let mut s = crate::verdict::tests::clean();
