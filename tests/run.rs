@@ -109,6 +109,64 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
     assert_eq!(offered_total, 8000);
 }
 
+/// At 10,000 req/s on one shard the next send is 100 µs after the one a wake-up is for: it
+/// leaves with it, early (the default send-ahead window), so the shard wakes once per two
+/// sends, and the early one's latency runs from when it left. `--send-ahead 0` wakes per send.
+#[test]
+fn sends_due_within_the_ahead_window_share_a_wake_up() {
+    let target = Target::start(&[]);
+    let url = target.url();
+    let run = |name: &str, extra: &[&str]| {
+        let out = out_dir(name);
+        let mut args = vec![
+            "--url",
+            &url,
+            "--rate",
+            "10000",
+            "--duration",
+            "2s",
+            "--warmup",
+            "500ms",
+            "--connections",
+            "32",
+            "--threads",
+            "1",
+            "--no-probes",
+            "--preflight",
+            "0s",
+        ];
+        args.extend_from_slice(extra);
+        let (output, summary) = loader_run(&args, &out, Duration::from_secs(30));
+        common::complete_run(name, &output, &summary, &[0]);
+        (String::from_utf8_lossy(&output.stdout).into_owned(), summary.expect("summary"))
+    };
+    let wakes = |s: &serde_json::Value| u(&phase(s, "main")["wake_late_us"]["count"]);
+    let (text, ahead) = run("send-ahead", &[]);
+    assert_eq!(f(&ahead["run"]["send_ahead_us"]), 100.0);
+    let main = phase(&ahead, "main");
+    let (sent, early) = (u(&main["sent"]), u(&main["sent_ahead"]));
+    assert_eq!(sent, 20_000);
+    // Every other send at most (the one a wake-up is for leaves on time), and most pairs form.
+    assert!(early <= sent / 2 && early >= sent * 2 / 5, "{early} of {sent} sent ahead");
+    assert!(wakes(&ahead) <= sent * 3 / 5, "{} wake-ups for {sent} sends", wakes(&ahead));
+    let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
+    for q in ["p50", "p99", "max"] {
+        assert!(f(&lat[q]) >= f(&svc[q]), "{q}: latency {} below the service time {}", lat[q], svc[q]);
+    }
+    assert!(text.contains("sent ahead: ") && text.contains("(--send-ahead)"), "{text}");
+
+    let (text, strict) = run("send-ahead-0", &["--send-ahead", "0"]);
+    assert_eq!(f(&strict["run"]["send_ahead_us"]), 0.0);
+    assert_eq!(u(&phase(&strict, "main")["sent_ahead"]), 0);
+    assert!(!text.contains("sent ahead: "), "{text}");
+    assert!(
+        wakes(&strict) >= wakes(&ahead) * 3 / 2,
+        "a wake-up per send without the window: {} against {}",
+        wakes(&strict),
+        wakes(&ahead)
+    );
+}
+
 /// The target answers nothing for 1 s out of every 4 s. Over two whole periods a quarter of
 /// the requests are due inside a stall and wait between 0 and 1 s, so the true corrected
 /// p99 is the 96th percentile of that wait: 0.96 s; a closed-loop view (service time from

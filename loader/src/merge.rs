@@ -232,6 +232,7 @@ fn merge_phase<'a>(phases: impl Iterator<Item = &'a PhaseSummary> + Clone, h: &[
     out.late = sum(|p| p.late);
     out.late_unpooled = sum(|p| p.late_unpooled);
     out.waited_for_connection = sum(|p| p.waited_for_connection);
+    out.sent_ahead = sum(|p| p.sent_ahead);
     out.late_unpooled_max_ms = phases.clone().filter_map(|p| p.late_unpooled_max_ms).reduce(f64::max);
     out.measured_s = phases.clone().filter_map(|p| p.measured_s).reduce(f64::min);
     out.errors = BTreeMap::new();

@@ -19,6 +19,15 @@
 //!   [`BATCH_MIN_NS`], the verdict's lowest floor, at most [`BATCH_WINDOW_NS`]), so batching
 //!   never moves a send later than the host's noise floor already does. Slower shards wake
 //!   for each send.
+//! - **Sends due soon leave with the one that woke the shard** ([`SEND_AHEAD_NS`], or
+//!   `--send-ahead`): a shard that wakes to send also sends what falls due within the next
+//!   100 µs, up to that much before its time, so at 10,000 req/s per shard two sends share a
+//!   wake-up with neither late. A request sent ahead is measured from when it left (never
+//!   from its later intended time, which would shorten its latency); the rate over any span
+//!   longer than the window is the schedule's. Measured on the Firecracker VM, one shard,
+//!   nginx on the other core, 64 connections, interleaved, medians of 2 rounds, requests per
+//!   CPU-second: 10,000 req/s 34,400 → 49,200 (wrk2 49,000), send lag p99 ≤ 0.02 ms;
+//!   40,000 req/s 87,800 → 105,900 (wrk2 75,700).
 //! - **A short spin to the due instant.** A shard wakes `early` before a due send and spins
 //!   to it, so the send leaves on time instead of one wake-up latency late. `early` is the p99
 //!   of the wake-up lateness the shard measures (so 99 % of wake-ups land before the due
@@ -46,6 +55,10 @@ pub const BATCH_MIN_NS: u64 = 50_000;
 /// Per-shard rate from which sends share wake-ups: the gap between sends is then at most
 /// [`BATCH_WINDOW_NS`], and a wake-up per send would cost more CPU than the gap.
 pub const BATCH_FROM_RATE: f64 = 20_000.0;
+/// How long before its intended time a send may leave with a wake-up that sends another
+/// one (see the module doc): the longest batching window, so a send moves by at most this
+/// much either way.
+pub const SEND_AHEAD_NS: u64 = BATCH_WINDOW_NS;
 /// Share of a core a shard may spend spinning to due instants.
 pub const SPIN_SHARE: f64 = 0.15;
 /// Longest spin before a single send.
@@ -62,17 +75,26 @@ pub struct Pace {
     pub adaptive: bool,
     /// Most a shard may wake before a due send to spin to it (0: never spins).
     pub early_cap_ns: u64,
+    /// A wake-up that sends also sends what falls due within this much after it, early
+    /// (0: each send at or after its time).
+    pub ahead_ns: u64,
 }
 
 impl Pace {
     /// The strategy for a shard sending `rate` requests per second at its busiest, with an
-    /// explicit batching window if the user gave one (`--wake-window`).
-    pub fn for_rate(rate: f64, window: Option<u64>) -> Pace {
+    /// explicit batching window if the user gave one (`--wake-window`) and an explicit
+    /// send-ahead window (`--send-ahead`).
+    pub fn for_rate(rate: f64, window: Option<u64>, ahead: Option<u64>) -> Pace {
         let adaptive = window.is_none() && rate >= BATCH_FROM_RATE;
         let batch_ns = window.unwrap_or(if adaptive { BATCH_WINDOW_NS } else { 0 });
         let early_cap_ns =
             if batch_ns > 0 || rate <= 0.0 { 0 } else { ((SPIN_SHARE * 1e9 / rate) as u64).min(EARLY_MAX_NS) };
-        Pace { batch_ns, adaptive, early_cap_ns }
+        Pace { batch_ns, adaptive, early_cap_ns, ahead_ns: ahead.unwrap_or(SEND_AHEAD_NS) }
+    }
+
+    /// A shard awake at `now` sends every request intended up to this instant.
+    pub fn sends_until(&self, now: u64) -> u64 {
+        now.saturating_add(self.ahead_ns)
     }
 
     /// The batching window now, given the measured p99 wake-up lateness.
@@ -214,20 +236,33 @@ mod tests {
 
     #[test]
     fn the_strategy_follows_the_rate() {
-        let slow = Pace::for_rate(500.0, None);
+        let slow = Pace::for_rate(500.0, None, None);
         assert_eq!(slow.batch_ns, 0);
         assert_eq!(slow.early_cap_ns, EARLY_MAX_NS, "15 % of a core at 500/s is 300 µs, capped");
-        let mid = Pace::for_rate(10_000.0, None);
+        let mid = Pace::for_rate(10_000.0, None, None);
         assert_eq!((mid.batch_ns, mid.early_cap_ns), (0, 15 * US));
-        let fast = Pace::for_rate(40_000.0, None);
+        let fast = Pace::for_rate(40_000.0, None, None);
         assert_eq!((fast.batch_ns, fast.early_cap_ns), (BATCH_WINDOW_NS, 0));
         // The default window follows the host's lateness, within its bounds.
         assert_eq!(fast.window(0), BATCH_MIN_NS);
         assert_eq!(fast.window(60 * US), 60 * US);
         assert_eq!(fast.window(5_000 * US), BATCH_WINDOW_NS);
-        assert_eq!(Pace::for_rate(500.0, Some(0)).batch_ns, 0);
-        let fixed = Pace::for_rate(500.0, Some(200 * US));
+        assert_eq!(Pace::for_rate(500.0, Some(0), None).batch_ns, 0);
+        let fixed = Pace::for_rate(500.0, Some(200 * US), None);
         assert_eq!((fixed.batch_ns, fixed.window(0)), (200 * US, 200 * US), "--wake-window is taken as given");
+    }
+
+    #[test]
+    fn a_wake_up_sends_what_falls_due_within_the_ahead_window() {
+        let pace = Pace::for_rate(10_000.0, None, None);
+        assert_eq!(pace.ahead_ns, SEND_AHEAD_NS);
+        // Woken for a send due at 1 ms: the next, 100 µs later at 10,000 req/s, goes with it;
+        // the one after waits for its own wake-up.
+        assert_eq!(pace.sends_until(1_000 * US), 1_100 * US);
+        assert!(1_200 * US > pace.sends_until(1_000 * US));
+        let strict = Pace::for_rate(10_000.0, None, Some(0));
+        assert_eq!(strict.sends_until(1_000 * US), 1_000 * US, "--send-ahead 0: nothing before its time");
+        assert_eq!(Pace::for_rate(40_000.0, None, Some(30 * US)).sends_until(u64::MAX), u64::MAX);
     }
 
     #[test]
@@ -239,7 +274,7 @@ mod tests {
 
     #[test]
     fn responses_wake_the_shard_when_no_connection_is_free_or_one_is_streaming() {
-        let pace = Pace::for_rate(1000.0, None);
+        let pace = Pace::for_rate(1000.0, None, None);
         let s = Situation { next_due: Some(1_000 * US), in_flight: 8, free: 0, ..at(100 * US) };
         assert!(plan(&s, 0, pace.window(0)).on_completion);
         let s = Situation { next_due: Some(1_000 * US), in_flight: 1, streaming: true, ..at(100 * US) };
@@ -250,7 +285,7 @@ mod tests {
 
     #[test]
     fn deferred_responses_are_read_within_the_bound_and_deadlines_are_kept() {
-        let pace = Pace::for_rate(10.0, None);
+        let pace = Pace::for_rate(10.0, None, None);
         let s = Situation { next_due: Some(100_000 * US), in_flight: 1, ..at(0) };
         assert_eq!(plan(&s, 0, pace.window(0)).until, MAX_DEFER_NS);
         // That earlier wake-up does not spin all the way to the send.
@@ -265,7 +300,7 @@ mod tests {
 
     #[test]
     fn batching_moves_a_send_by_at_most_the_window() {
-        let pace = Pace::for_rate(40_000.0, None);
+        let pace = Pace::for_rate(40_000.0, None, None);
         let s = Situation { next_due: Some(110 * US), ..at(100 * US) };
         let sleep = plan(&s, 0, pace.window(0));
         assert_eq!(sleep.until, 110 * US + BATCH_MIN_NS);
@@ -277,7 +312,7 @@ mod tests {
 
     #[test]
     fn draining_wakes_on_every_completion_until_its_end() {
-        let pace = Pace::for_rate(1000.0, None);
+        let pace = Pace::for_rate(1000.0, None, None);
         let s = Situation { in_flight: 2, draining_until: Some(5_000 * US), ..at(0) };
         assert_eq!(plan(&s, 0, pace.window(0)), Sleep { until: 5_000 * US, on_completion: true, spin_to: None });
     }

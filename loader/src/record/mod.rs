@@ -77,6 +77,9 @@ pub struct PhaseRecord {
     pub late_unpooled_max_us: u64,
     /// Sends that found no free connection at their due time and waited for one.
     pub waited_for_connection: u64,
+    /// Sends that left before their intended time, with a wake-up that sent another
+    /// (`engine::pace`, the send-ahead window).
+    pub sent_ahead: u64,
     /// Sends whose actual send time fell inside the phase window (for sent/s).
     pub sent_in_window: u64,
     /// 2xx/3xx responses completed inside the phase window (for ok/s, goodput).
@@ -100,6 +103,7 @@ impl PhaseRecord {
             late_unpooled: 0,
             late_unpooled_max_us: 0,
             waited_for_connection: 0,
+            sent_ahead: 0,
             sent_in_window: 0,
             ok_in_window: 0,
             grpc: [0; grpc::GRPC_CODES],
@@ -121,6 +125,7 @@ impl PhaseRecord {
         self.late_unpooled += other.late_unpooled;
         self.late_unpooled_max_us = self.late_unpooled_max_us.max(other.late_unpooled_max_us);
         self.waited_for_connection += other.waited_for_connection;
+        self.sent_ahead += other.sent_ahead;
         self.sent_in_window += other.sent_in_window;
         self.ok_in_window += other.ok_in_window;
         for (a, b) in self.grpc.iter_mut().zip(other.grpc) {
@@ -298,6 +303,7 @@ impl ShardRecord {
             p.late_unpooled_max_us = p.late_unpooled_max_us.max(us(lag));
         }
         p.waited_for_connection += u64::from(waited_for_connection);
+        p.sent_ahead += u64::from(sent_ns < intended_ns);
         if let Some(w) = in_window {
             self.phases[w].sent_in_window += 1;
         }
@@ -342,7 +348,9 @@ impl ShardRecord {
         message: impl FnOnce() -> Cow<'static, str>,
     ) {
         let in_window = self.window_of(done_ns);
-        let latency_us = us(done_ns.saturating_sub(intended_ns));
+        // From the intended time, or from the send if it left ahead of that time (with a
+        // wake-up that sent another): a latency never shortened by the schedule.
+        let latency_us = us(done_ns.saturating_sub(intended_ns.min(sent_ns)));
         self.second(done_ns).latency.record(latency_us);
         let p = &mut self.phases[phase];
         p.latency.saturating_record(latency_us);
@@ -463,6 +471,24 @@ mod tests {
         r.on_send(0, 400_000_000, 405_000_000, 0, false, 1);
         let p = &r.phases[0];
         assert_eq!((p.late_unpooled, p.late_unpooled_max_us), (2, 22_000));
+    }
+
+    #[test]
+    fn a_send_ahead_of_its_time_is_measured_from_when_it_left() {
+        let mut r = ShardRecord::new(windows(), 2);
+        // Intended at 100.1 ms, sent 100 µs early with the one before it, answered at 100.5 ms:
+        // 500 µs from when it left, not the 400 µs its intended time would give.
+        r.on_send(0, 100_100_000, 100_000_000, 0, false, 2);
+        r.on_response(0, 100_100_000, 100_000_000, 100_500_000, 200);
+        let p = &r.phases[0];
+        assert_eq!((p.sent, p.sent_ahead, p.late), (1, 1, 0));
+        assert!(p.latency.equivalent(p.latency.max(), 500));
+        assert!(p.service.equivalent(p.service.max(), 500));
+        assert_eq!(p.send_lag.max(), 0, "early is no lag");
+        // On time or late: not ahead.
+        r.on_send(0, 200_000_000, 200_000_000, 0, false, 1);
+        r.on_send(0, 300_000_000, 300_020_000, 0, false, 1);
+        assert_eq!(r.phases[0].sent_ahead, 1);
     }
 
     #[test]

@@ -10,6 +10,18 @@ fn errors_cell(p: &PhaseSummary) -> String {
     if parts.is_empty() { "0".to_string() } else { parts.join(" ") }
 }
 
+/// How many sends left before their intended time (the send-ahead window), if any did.
+pub fn ahead_line(s: &Summary) -> Option<String> {
+    let (ahead, sent) = s.phases.iter().fold((0, 0), |(a, n), p| (a + p.sent_ahead, n + p.sent));
+    (ahead > 0).then(|| {
+        format!(
+            "sent ahead: {ahead} of {sent} sends ({:.1} %) left up to {:.0} µs before their time with a wake-up that sent another (--send-ahead); their latency runs from when they left",
+            100.0 * ahead as f64 / sent.max(1) as f64,
+            s.run.send_ahead_us
+        )
+    })
+}
+
 /// Render the per-phase table and the run's footer lines.
 pub fn render(s: &Summary) -> String {
     let mut out = String::new();
@@ -81,6 +93,9 @@ pub fn render(s: &Summary) -> String {
         r.elapsed_s,
         if s.interrupted { " — INTERRUPTED, partial results" } else { "" }
     );
+    if let Some(line) = ahead_line(s) {
+        let _ = writeln!(out, "{line}");
+    }
     for p in s.phases.iter().filter(|p| !p.grpc.is_empty()) {
         let codes: Vec<String> = p.grpc.iter().map(|(code, n)| format!("{code} {n}")).collect();
         let _ = writeln!(out, "grpc-status {}: {}", p.name, codes.join(", "));

@@ -65,6 +65,7 @@ struct TargetTable {
     timeout: S<DurationText>,
     keepalive: S<bool>,
     wake_window: S<DurationText>,
+    send_ahead: S<DurationText>,
     max_header: S<SizeText>,
     max_body: S<SizeText>,
     retry_non_idempotent: S<bool>,
@@ -404,7 +405,7 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
 
     if let Some(t) = target {
         take!(raw, t, "target", url, connections, threads, keepalive, retry_non_idempotent, http2, max_streams);
-        take_text!(raw, t, "target", timeout, wake_window, max_header, max_body);
+        take_text!(raw, t, "target", timeout, wake_window, send_ahead, max_header, max_body);
     }
     for (i, entry) in doc.request.into_iter().enumerate() {
         let at = Origin::File { at: src.at(entry.span().start), key: format!("request[{}]", i + 1) };

@@ -169,6 +169,7 @@ pub(crate) struct Raw {
     pub timeout: Opt<String>,
     pub keepalive: Opt<bool>,
     pub wake_window: Opt<String>,
+    pub send_ahead: Opt<String>,
     pub max_header: Opt<String>,
     pub max_body: Opt<String>,
     pub retry_non_idempotent: Opt<bool>,
@@ -240,6 +241,7 @@ impl Raw {
             self.keepalive = Some(Given::flag("--no-keepalive", false));
         }
         put(&mut self.wake_window, "--wake-window", a.wake_window.clone());
+        put(&mut self.send_ahead, "--send-ahead", a.send_ahead.clone());
         put(&mut self.max_header, "--max-header", a.max_header.clone());
         put(&mut self.max_body, "--max-body", a.max_body.clone());
         if a.retry_non_idempotent {

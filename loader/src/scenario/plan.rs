@@ -178,6 +178,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// Wake-up window override.
     pub wake_window: Option<Duration>,
+    /// Send-ahead window override.
+    pub send_ahead: Option<Duration>,
     /// Size limits on responses.
     pub limits: crate::engine::http1::Limits,
     /// Send non-idempotent requests again after a stale keep-alive connection.
@@ -267,6 +269,7 @@ impl Plan {
             threads,
             timeout: spec.timeout,
             wake_window: spec.wake_window,
+            send_ahead: spec.send_ahead,
             limits: spec.limits,
             retry_non_idempotent: spec.retry_non_idempotent,
             http2: spec.http2,
@@ -299,6 +302,7 @@ impl Plan {
         crate::engine::pace::Pace::for_rate(
             self.peak_rate() / self.threads.max(1) as f64,
             self.wake_window.map(|w| w.as_nanos() as u64),
+            self.send_ahead.map(|w| w.as_nanos() as u64),
         )
     }
 

@@ -73,6 +73,8 @@ pub struct Spec {
     pub timeout: Duration,
     /// Wake-up window override (`None`: the engine's default for the rate).
     pub wake_window: Option<Duration>,
+    /// Send-ahead window override (`None`: the engine's default).
+    pub send_ahead: Option<Duration>,
     /// Size limits on responses.
     pub limits: crate::engine::http1::Limits,
     /// Send non-idempotent requests again after a stale keep-alive connection.
@@ -222,6 +224,8 @@ impl Spec {
         })?;
         let wake_window =
             raw.wake_window.as_ref().map(|g| duration_at_most(g, Duration::from_secs(1), "1 second")).transpose()?;
+        let send_ahead =
+            raw.send_ahead.as_ref().map(|g| duration_at_most(g, Duration::from_millis(1), "1 ms")).transpose()?;
         let defaults = crate::engine::http1::Limits::default();
         let limits = crate::engine::http1::Limits {
             max_head: raw.max_header.as_ref().map_or(Ok(defaults.max_head as u64), |g| size(g, 1024, 64 << 20))?
@@ -242,6 +246,7 @@ impl Spec {
             threads: threads.map(|t| t as usize),
             timeout,
             wake_window,
+            send_ahead,
             limits,
             retry_non_idempotent: raw.retry_non_idempotent.as_ref().is_some_and(|g| g.value),
             http2: http2(raw, grpc.is_some())?,

@@ -118,6 +118,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 late_unpooled: r.late_unpooled,
                 late_unpooled_max_ms: (r.late_unpooled > 0).then(|| r.late_unpooled_max_us as f64 / 1000.0),
                 waited_for_connection: r.waited_for_connection,
+                sent_ahead: r.sent_ahead,
                 latency_ms: latency(&r.latency),
                 service_ms: latency(&r.service),
                 send_lag_ms: send_lag(&r.send_lag),
@@ -177,6 +178,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             connect_no_port: rec.connect_no_port,
             wake_window_us: plan.pace().batch_ns as f64 / 1000.0,
             wake_window_adaptive: plan.pace().adaptive,
+            send_ahead_us: plan.pace().ahead_ns as f64 / 1000.0,
             loader_version: env!("CARGO_PKG_VERSION").to_string(),
             command_line: Vec::new(),
             shard: plan

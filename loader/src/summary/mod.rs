@@ -186,6 +186,10 @@ pub struct RunInfo {
     /// req/s per shard), up to `wake_window_us`, rather than being the fixed `--wake-window`.
     #[serde(default)]
     pub wake_window_adaptive: bool,
+    /// A wake-up that sent also sent what fell due within this much after it, early
+    /// (`--send-ahead`), µs; 0: nothing left before its time (or a summary from before).
+    #[serde(default)]
+    pub send_ahead_us: f64,
     /// Loader version.
     pub loader_version: String,
     /// The command line that started the run, one argument per entry (empty in summaries

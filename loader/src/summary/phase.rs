@@ -92,6 +92,10 @@ pub struct PhaseSummary {
     pub late_unpooled_max_ms: Option<f64>,
     /// Sends that found the pool exhausted and waited for a connection.
     pub waited_for_connection: u64,
+    /// Sends that left up to `run.send_ahead_us` before their intended time, with a
+    /// wake-up that sent another; their latency is measured from when they left.
+    #[serde(default)]
+    pub sent_ahead: u64,
     /// Latency from the intended send time (coordinated omission corrected).
     pub latency_ms: LatencyMs,
     /// Latency from the actual send time (uncorrected, as closed-loop tools report it).

@@ -435,7 +435,8 @@ impl Shard {
         self.ctx.state.borrow_mut().realtime.sync(self.woke_at);
     }
 
-    /// Send every due request that has a stream; `false` when one is left waiting for one.
+    /// Send every due request that has a stream — and those due within the pace's send-ahead
+    /// window, early (`engine::pace`); `false` when one is left waiting for a stream.
     fn dispatch(&mut self) -> bool {
         let ctx = Rc::clone(&self.ctx);
         // The connection this wake-up's last request went on: the next goes with it.
@@ -445,7 +446,7 @@ impl Shard {
             let retry = ctx.state.borrow_mut().retries.pop_front();
             let (f, from_schedule) = match retry {
                 Some(f) => (f, false),
-                None => match self.schedule.peek().filter(|d| d.intended_ns <= now) {
+                None => match self.schedule.peek().filter(|d| d.intended_ns <= ctx.cfg.pace.sends_until(now)) {
                     Some(due) => (self.take(due, now), true),
                     None => break,
                 },
@@ -478,6 +479,8 @@ impl Shard {
                         Err(f) => ctx.state.borrow_mut().retries.push_front(f),
                     }
                 }
+                // Not due yet: it does not go ahead of its time without a stream to go on.
+                None if from_schedule && f.intended_ns > now => break,
                 None => {
                     // Taken when due and no stream to give: it waits for one (the pool's
                     // time, not the loader's), first in line.

@@ -12,10 +12,14 @@ use crate::record::ErrorClass;
 use crate::schedule::Due;
 
 impl Shard {
-    /// Hand every due request to a connection, in schedule order.
+    /// Hand every due request to a connection, in schedule order — and those due within the
+    /// pace's send-ahead window, early, rather than wake again for them (`engine::pace`), as
+    /// long as an open connection is idle for them (one that must connect first, or a wait
+    /// for one, is left to their time).
     pub(super) fn dispatch(&mut self, now: u64) {
+        let until = self.pace.sends_until(now);
         while let Some(due) = self.schedule.peek() {
-            if due.intended_ns > now {
+            if due.intended_ns > now && (due.intended_ns > until || self.idle.is_empty()) {
                 break;
             }
             let deadline = due.intended_ns + self.timeout_ns;

@@ -192,6 +192,10 @@ pub fn metadata(s: &Summary) -> String {
         ("client timeout", format!("{} s", num(r.timeout_s))),
         ("keep-alive", if r.keepalive { "yes" } else { "no" }.to_string()),
         ("wake-up batching window", format!("{} µs", num(r.wake_window_us))),
+        ("send-ahead window", {
+            let (ahead, sent) = s.phases.iter().fold((0, 0), |(a, n), p| (a + p.sent_ahead, n + p.sent));
+            format!("{} µs ({ahead} of {sent} sends left early, measured from when they left)", num(r.send_ahead_us))
+        }),
         (
             "idle CPUs",
             match (r.cpu_dma_latency_us, crate::health::idle::recorded_honours_request(r.cpuidle_driver.as_deref())) {
