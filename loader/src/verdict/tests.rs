@@ -67,6 +67,30 @@ fn loader_cpu_and_run_queue_invalidate_on_the_loader_side() {
 }
 
 #[test]
+fn a_run_queue_p99_of_a_few_waits_with_every_send_on_time_is_a_note() {
+    // CI: 50 req/s of refused connects for 2 s, a few hundred waits, p99 1.44 ms amid steal.
+    let mut s = big_clean();
+    s.probes.runqueue_us = Some(RunQueueUs { p50: 8.0, p99: 1440.0, max: 3100.0, count: 340 });
+    s.health.peaks.steal_ms = Some(60.0);
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["runqueue_delay"]));
+    let d = &v.reasons[0].detail;
+    assert!(!v.reasons[0].invalidates && d.contains("only 340 waits") && d.contains("steal"), "{d}");
+    // The same few waits with the loader's own sends late: they held the sends.
+    let late = lagging(s.clone(), 0.5, 0.5, 0.6);
+    let v = judge(&late, &Limits::default());
+    assert_eq!(v.trusted, Some(false));
+    assert_eq!(codes(&v)[0], "runqueue_delay", "still listed first");
+    assert!(v.reasons[0].invalidates && v.reasons[0].detail.contains("(send_lag)"), "{}", v.reasons[0].detail);
+    // Enough waits for a p99 that one spell cannot set, or a summary that did not count them.
+    for count in [1_000, 0] {
+        s.probes.runqueue_us = Some(RunQueueUs { p50: 8.0, p99: 1440.0, max: 3100.0, count });
+        let v = judge(&s, &Limits::default());
+        assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["runqueue_delay"]), "count {count}");
+    }
+}
+
+#[test]
 fn cpu_above_the_limit_with_every_send_on_time_is_a_headroom_note() {
     // One shard at 10,000 req/s on the 2-core VM: 70 % CPU, send lag p99 0.08 ms.
     let mut s = big_clean();
