@@ -250,6 +250,7 @@ fn prometheus_scrapes_a_constant_run_and_ends_on_the_summary_totals_exactly() {
     assert_eq!(last("loader_requests_sent_total"), sent as f64, "sent");
     assert_eq!(last("loader_requests_ok_total"), ok as f64, "ok");
     assert_eq!(last("loader_requests_offered_total"), total(&s, "requests") as f64, "offered");
+    assert_eq!(last("loader_sends_ahead_total"), total(&s, "sent_ahead") as f64, "sent ahead");
     let by_class = prometheus.query("last_over_time(loader_request_errors_total[10m])");
     let classes = s["phases"][0]["errors"].as_object().expect("a phase's errors").len();
     assert_eq!(by_class.len(), classes, "every class of the summary is a series: {by_class:?}");

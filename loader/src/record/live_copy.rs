@@ -30,6 +30,8 @@ pub struct PhaseCopy {
     pub late: u64,
     /// Of those, sends that did not wait for a connection (the loader itself was late).
     pub late_unpooled: u64,
+    /// Sends that left before their intended time (the send-ahead window).
+    pub sent_ahead: u64,
     /// Completion − intended send time, µs.
     pub latency: Histogram<u64>,
     /// Actual send − intended send time, µs.
@@ -46,6 +48,7 @@ impl PhaseCopy {
             errors: [0; ErrorClass::COUNT],
             late: 0,
             late_unpooled: 0,
+            sent_ahead: 0,
             latency: histogram(),
             send_lag: histogram(),
             fresh: false,
@@ -63,6 +66,7 @@ impl PhaseCopy {
         self.errors = p.errors;
         self.late = p.late;
         self.late_unpooled = p.late_unpooled;
+        self.sent_ahead = p.sent_ahead;
         // Same bounds on both sides: a reset and a copy of the counts array, no allocation.
         self.latency.set_to(&p.latency).expect("same bounds");
         self.send_lag.set_to(&p.send_lag).expect("same bounds");

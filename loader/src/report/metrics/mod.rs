@@ -67,6 +67,7 @@ struct Part {
     errors: [u64; ErrorClass::COUNT],
     late: u64,
     late_unpooled: u64,
+    sent_ahead: u64,
     latency: Folded,
     send_lag: Folded,
 }
@@ -76,26 +77,27 @@ impl Part {
         sent: u64,
         ok: u64,
         errors: [u64; ErrorClass::COUNT],
-        late: (u64, u64),
+        timing: (u64, u64, u64),
         hists: [&hdrhistogram::Histogram<u64>; 2],
     ) -> Self {
         Part {
             sent,
             ok,
             errors,
-            late: late.0,
-            late_unpooled: late.1,
+            late: timing.0,
+            late_unpooled: timing.1,
+            sent_ahead: timing.2,
             latency: Folded::of(hists[0], LATENCY_BOUNDS),
             send_lag: Folded::of(hists[1], SEND_LAG_BOUNDS),
         }
     }
 
     fn from_copy(c: &PhaseCopy) -> Self {
-        Part::of(c.sent, c.ok, c.errors, (c.late, c.late_unpooled), [&c.latency, &c.send_lag])
+        Part::of(c.sent, c.ok, c.errors, (c.late, c.late_unpooled, c.sent_ahead), [&c.latency, &c.send_lag])
     }
 
     fn from_record(p: &PhaseRecord) -> Self {
-        Part::of(p.sent, p.ok, p.errors, (p.late, p.late_unpooled), [&p.latency, &p.send_lag])
+        Part::of(p.sent, p.ok, p.errors, (p.late, p.late_unpooled, p.sent_ahead), [&p.latency, &p.send_lag])
     }
 }
 
@@ -130,6 +132,7 @@ pub struct LiveMetrics {
     errors: Family<ClassLabel, Counter>,
     late: Counter,
     late_unpooled: Counter,
+    sent_ahead: Counter,
     latency: SharedHistogram,
     send_lag: SharedHistogram,
     in_flight: Gauge,
@@ -178,6 +181,12 @@ impl LiveMetrics {
             "late_sends_unpooled",
             "Late sends that did not wait for a connection: the loader itself was late",
             late_unpooled.clone(),
+        );
+        let sent_ahead = Counter::default();
+        registry.register(
+            "sends_ahead",
+            "Sends that left up to the send-ahead window before their intended time, with a wake-up that sent another",
+            sent_ahead.clone(),
         );
         let latency = SharedHistogram::new(LATENCY_BOUNDS);
         registry.register_with_unit(
@@ -242,6 +251,7 @@ impl LiveMetrics {
             errors,
             late,
             late_unpooled,
+            sent_ahead,
             latency,
             send_lag,
             in_flight,
@@ -313,6 +323,7 @@ impl LiveMetrics {
         set(&self.ok, parts().map(|p| p.ok).sum());
         set(&self.late, parts().map(|p| p.late).sum());
         set(&self.late_unpooled, parts().map(|p| p.late_unpooled).sum());
+        set(&self.sent_ahead, parts().map(|p| p.sent_ahead).sum());
         for class in ErrorClass::ALL {
             let n = parts().map(|p| p.errors[class as usize]).sum();
             set(&self.errors.get_or_create(&ClassLabel { class: class.as_str().to_string() }), n);

@@ -37,8 +37,9 @@ fn openmetrics_names_types_and_labels() {
     let mut r = record(&plan);
     r.on_send(1, 1_000_000_000, 1_000_100_000, 0, false, 1);
     r.on_response(1, 1_000_000_000, 1_000_100_000, 1_003_000_000, 200);
-    r.on_send(1, 1_100_000_000, 1_100_000_000, 0, false, 1);
-    r.on_response(1, 1_100_000_000, 1_100_000_000, 1_102_000_000, 503);
+    // Sent 50 µs ahead of its time: 2.05 ms from when it left.
+    r.on_send(1, 1_100_000_000, 1_099_950_000, 0, false, 1);
+    r.on_response(1, 1_100_000_000, 1_099_950_000, 1_102_000_000, 503);
     let copies = LiveCopies::default();
     assert!(copies.copy_from(&r));
     copies.take_fresh(|phase, c| m.absorb(1, phase, c));
@@ -60,6 +61,7 @@ fn openmetrics_names_types_and_labels() {
         "# TYPE loader_request_errors counter",
         "# TYPE loader_late_sends counter",
         "# TYPE loader_late_sends_unpooled counter",
+        "# TYPE loader_sends_ahead counter",
         "# TYPE loader_latency_seconds histogram",
         "# UNIT loader_latency_seconds seconds",
         "# TYPE loader_send_lag_seconds histogram",
@@ -84,7 +86,8 @@ fn openmetrics_names_types_and_labels() {
     assert_eq!(sample(&om, "loader_latency_seconds_bucket{le=\"0.0025\"}"), 1.0, "2 ms");
     assert_eq!(sample(&om, "loader_latency_seconds_bucket{le=\"0.005\"}"), 2.0, "cumulative: 2 and 3 ms");
     assert_eq!(sample(&om, "loader_latency_seconds_bucket{le=\"+Inf\"}"), 2.0);
-    assert!((sample(&om, "loader_latency_seconds_sum") - 0.005).abs() < 1e-5);
+    assert!((sample(&om, "loader_latency_seconds_sum") - 0.00505).abs() < 1e-5);
+    assert_eq!(sample(&om, "loader_sends_ahead_total"), 1.0);
     assert_eq!(sample(&om, "loader_send_lag_seconds_bucket{le=\"0.0001\"}"), 2.0, "0 and 100 µs");
     assert_eq!(sample(&om, "loader_requests_in_flight"), 3.0);
     assert_eq!(sample(&om, "loader_shard_cpu_ratio{shard=\"1\"}"), 0.5);
