@@ -10,9 +10,14 @@ fn errors_cell(p: &PhaseSummary) -> String {
     if parts.is_empty() { "0".to_string() } else { parts.join(" ") }
 }
 
+/// Sends that left before their intended time (the send-ahead window), and all sends.
+pub fn sends_ahead(s: &Summary) -> (u64, u64) {
+    s.phases.iter().fold((0, 0), |(a, n), p| (a + p.sent_ahead, n + p.sent))
+}
+
 /// How many sends left before their intended time (the send-ahead window), if any did.
 pub fn ahead_line(s: &Summary) -> Option<String> {
-    let (ahead, sent) = s.phases.iter().fold((0, 0), |(a, n), p| (a + p.sent_ahead, n + p.sent));
+    let (ahead, sent) = sends_ahead(s);
     (ahead > 0).then(|| {
         format!(
             "sent ahead: {ahead} of {sent} sends ({:.1} %) left up to {:.0} µs before their time with a wake-up that sent another (--send-ahead); their latency runs from when they left",

@@ -124,14 +124,18 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
         ));
     }
     late_sends(s, limits, share, reasons);
-    let sends_late = reasons[first..]
-        .iter()
-        .find(|r| r.invalidates && matches!(r.code.as_str(), "send_lag" | "late_sends"))
-        .map(|r| r.code.clone());
-    if let Some(r) = runqueue(s, limits, share, sends_late.as_deref()) {
+    let sends_late = sends_show_it(&reasons[first..]).map(|r| r.code.clone());
+    if let Some(r) = runqueue(s, &run, sends_late.as_deref()) {
         reasons.insert(first, r);
     }
     tail(s, limits, share, reasons);
+}
+
+/// The reason by which the loader's own sends show a delay (an invalidating `send_lag` or
+/// `late_sends`), if any: what the CPU and run-queue rules ask before they call a run
+/// untrusted on a prediction the sends did not bear out.
+pub(super) fn sends_show_it(reasons: &[Reason]) -> Option<&Reason> {
+    reasons.iter().find(|r| r.invalidates && matches!(r.code.as_str(), "send_lag" | "late_sends"))
 }
 
 /// The shard threads' run-queue delay p99: above `Limits::runqueue_p99_ms`, or a material
@@ -140,7 +144,8 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
 /// an invalidating send-lag or late-send reason, if any): a few waits long enough to set that
 /// p99 are one spell of the host taking the CPU, and the engine measured every send and the
 /// kernel stamped every answer, so nothing they could have moved moved. Then it annotates.
-fn runqueue(s: &Summary, limits: &Limits, share: f64, sends_late: Option<&str>) -> Option<Reason> {
+fn runqueue(s: &Summary, run: &RunContext, sends_late: Option<&str>) -> Option<Reason> {
+    let (limits, share) = (run.limits, run.share);
     let rq = s.probes.runqueue_us.as_ref()?;
     let p99_ms = rq.p99 / 1000.0;
     // The fastest measured phase's latency p99: the tail most easily bent by the loader.
@@ -175,7 +180,7 @@ fn runqueue(s: &Summary, limits: &Limits, share: f64, sends_late: Option<&str>) 
                     "a p99 of only {} waits — a few long ones, one spell of the host taking the CPU — and every send kept its schedule (no send-lag or late-send finding) while the kernel stamped every answer: no number moved",
                     rq.count
                 ),
-                steal_clause(s).as_deref(),
+                run.steal.as_deref(),
             ),
         ),
     };

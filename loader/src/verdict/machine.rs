@@ -28,7 +28,7 @@ pub fn cpu(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
     if cpu <= limits.cpu_p95_pct {
         return;
     }
-    let late = reasons.iter().find(|r| r.invalidates && matches!(r.code.as_str(), "send_lag" | "late_sends"));
+    let late = super::delay::sends_show_it(reasons);
     let (invalidates, why) = match late {
         Some(r) => (true, format!("the loader was close to saturating itself, and its sends show it ({})", r.code)),
         None if cpu > CPU_SATURATED_PCT => {

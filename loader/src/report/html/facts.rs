@@ -193,7 +193,7 @@ pub fn metadata(s: &Summary) -> String {
         ("keep-alive", if r.keepalive { "yes" } else { "no" }.to_string()),
         ("wake-up batching window", format!("{} µs", num(r.wake_window_us))),
         ("send-ahead window", {
-            let (ahead, sent) = s.phases.iter().fold((0, 0), |(a, n), p| (a + p.sent_ahead, n + p.sent));
+            let (ahead, sent) = crate::report::text::sends_ahead(s);
             format!("{} µs ({ahead} of {sent} sends left early, measured from when they left)", num(r.send_ahead_us))
         }),
         (
