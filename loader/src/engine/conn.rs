@@ -93,6 +93,8 @@ pub struct Conn {
     pub retry: Option<InFlight>,
     /// TLS state (https targets only; `None` keeps the plain path free of it).
     pub tls: Option<Box<Tls>>,
+    /// HTTP/2 state (h2c runs only), while the socket is open.
+    pub(in crate::engine) h2: Option<Box<super::shard::H2Link>>,
     /// Largest response head kept while it arrives.
     max_head: usize,
 }
@@ -119,6 +121,7 @@ impl Conn {
             connect_started_ns: 0,
             retry: None,
             tls: None,
+            h2: None,
             max_head: limits.max_head,
         }
     }

@@ -268,7 +268,8 @@ pub enum EngineError {
 /// Fails only when the shard cannot start (no io_uring); once running, a failure ends it
 /// with what it measured in the result.
 pub fn run_shard(cfg: ShardConfig) -> Result<ShardResult, EngineError> {
-    if let Some(h2) = cfg.http2.clone() {
+    // h2c runs on the ring (`shard/h2.rs`); HTTP/2 over TLS on the `h2` crate (`http2`).
+    if let Some(h2) = cfg.http2.clone().filter(|h2| h2.tls.is_some()) {
         return http2::run_shard(cfg, h2);
     }
     Ok(shard::Shard::new(cfg)?.run())

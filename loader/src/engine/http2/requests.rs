@@ -22,6 +22,8 @@ struct Entry {
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
+    /// The head as an HPACK header block, for the io_uring shards (`wire::encode_block`).
+    block: Vec<u8>,
 }
 
 /// Every entry of the run's request table, in HTTP/2 form (same indexes).
@@ -52,6 +54,12 @@ impl Http2Requests {
         *request.uri_mut() = e.uri.clone();
         *request.headers_mut() = e.headers.clone();
         (request, e.body.clone())
+    }
+
+    /// Entry `i` as its header block and body, for the io_uring shards.
+    pub(crate) fn wire(&self, i: u32) -> (&[u8], &Bytes) {
+        let e = &self.entries[i as usize];
+        (&e.block, &e.body)
     }
 
     /// Number of entries.
@@ -99,7 +107,14 @@ fn convert(bytes: &[u8], scheme: &str) -> Result<Entry, String> {
         .path_and_query(path)
         .build()
         .map_err(|e| format!("URI {scheme}://{authority}{path}: {e}"))?;
-    Ok(Entry { method, uri, headers: map, body: Bytes::copy_from_slice(&bytes[len..]) })
+    let block = super::wire::encode_block(
+        method.as_str(),
+        scheme,
+        &authority,
+        path,
+        map.iter().map(|(name, value)| (name.as_str(), value.as_bytes())),
+    );
+    Ok(Entry { method, uri, headers: map, body: Bytes::copy_from_slice(&bytes[len..]), block })
 }
 
 #[cfg(test)]

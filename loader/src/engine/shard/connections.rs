@@ -126,6 +126,10 @@ impl Shard {
             self.start_handshake(c, now);
             return;
         }
+        if let Some(grpc) = self.h2.as_ref().map(|m| m.h2.grpc) {
+            self.connected_h2(c, grpc);
+            return;
+        }
         self.conns[c].state = State::Idle;
         self.arm_recv(c);
         match self.conns[c].inflight.take() {
@@ -239,6 +243,7 @@ impl Shard {
                 conn.filled = 0;
                 conn.served = 0;
                 conn.parser.reset();
+                conn.h2 = None;
                 match conn.retry.take() {
                     Some(f) => {
                         let now = self.clock.now_ns();

@@ -16,7 +16,9 @@
 //! doing (see `record::PhaseRecord::own_lag`).
 //!
 //! On an https target a connection handshakes after connect; that side of the loop is in
-//! `tls.rs` and hangs off `Conn::tls`, which is `None` on plain HTTP.
+//! `tls.rs` and hangs off `Conn::tls`, which is `None` on plain HTTP. On an h2c run
+//! (`--http2`, `http://`) each connection carries streams instead of one request at a time;
+//! that side is `h2.rs` and hangs off `Conn::h2`.
 //!
 //! | file | owns |
 //! |---|---|
@@ -25,13 +27,16 @@
 //! | `connections.rs` | sockets: opening the pool, connect, errors and closes |
 //! | `requests.rs` | requests: dispatch on schedule, send, receive and parse, deadlines |
 //! | `tls.rs` | the https side: handshakes, sends and receives through rustls |
+//! | `h2.rs` | the h2c side: streams on the connections, frames in and out, retries |
 
 mod connections;
+mod h2;
 mod requests;
 mod ring;
 pub(in crate::engine) mod timers;
 mod tls;
 
+pub(in crate::engine) use h2::H2Link;
 pub(super) use requests::own_lag;
 use requests::waited_for_connection;
 use ring::new_ring;
@@ -67,6 +72,14 @@ pub(super) fn user_data(conn: usize, generation: u32, op: u64) -> u64 {
     ((conn as u64) << 32) | (u64::from(generation & 0x00ff_ffff) << 8) | op
 }
 
+/// A send of `bytes` on connection `c`'s socket `fd` (of `generation`). The bytes must not
+/// move or change until it completes.
+pub(super) fn send_op(fd: std::os::fd::RawFd, bytes: &[u8], c: usize, generation: u32) -> squeue::Entry {
+    io_uring::opcode::Send::new(io_uring::types::Fd(fd), bytes.as_ptr(), bytes.len() as u32)
+        .build()
+        .user_data(user_data(c, generation, OP_SEND))
+}
+
 /// A shard: its ring, connections, schedule share and record.
 ///
 /// Field order matters: `ring` is dropped first, so no operation can outlive the
@@ -88,6 +101,10 @@ pub struct Shard {
     /// TLS client of an https target; `None` for plain HTTP.
     pub(super) tls: Option<TlsClient>,
     pub(super) keepalive: bool,
+    /// h2c (`--http2` on an `http://` target): streams over the connections (`h2.rs`).
+    h2: Option<h2::H2Mode>,
+    /// Size limits on responses.
+    limits: super::http1::Limits,
     retry_non_idempotent: bool,
     timeout_ns: u64,
     schedule: ShardSchedule,
@@ -168,6 +185,8 @@ impl Shard {
             requests: cfg.requests,
             tls: cfg.tls,
             keepalive: cfg.keepalive,
+            h2: cfg.http2.map(h2::H2Mode::new),
+            limits: cfg.limits,
             retry_non_idempotent: cfg.retry_non_idempotent,
             timeout_ns: cfg.timeout.as_nanos() as u64,
             record: ShardRecord::new(cfg.windows, cfg.seconds).with_rows(rows),
@@ -295,7 +314,8 @@ impl Shard {
                 }
             }
             self.reap(woke);
-            if stopped_at.is_none() && self.schedule.peek().is_some_and(|d| d.intended_ns <= woke) {
+            let retries = self.h2.as_ref().is_some_and(|m| !m.retries.is_empty());
+            if stopped_at.is_none() && (retries || self.schedule.peek().is_some_and(|d| d.intended_ns <= woke)) {
                 self.dispatch(woke);
             }
             self.publish();
@@ -318,20 +338,33 @@ impl Shard {
     /// What `pace::plan` needs to know now.
     fn situation(&self, now: u64, draining_until: Option<u64>) -> Situation {
         let head = self.schedule.peek();
-        let due_waits = head.is_some_and(|d| d.intended_ns <= now);
+        let mut next_due = head.map(|d| d.intended_ns);
+        let mut due_waits = head.is_some_and(|d| d.intended_ns <= now);
         let mut deadline = self.next_deadline;
         if let Some(d) = head.filter(|_| due_waits) {
             deadline = deadline.min(d.intended_ns + self.timeout_ns);
         }
+        let (mut free, mut streaming) = (self.idle.len() + self.closed.len(), self.streaming);
+        if self.h2.is_some() {
+            let (h2_free, crowded) = self.h2_situation();
+            free = h2_free;
+            streaming |= crowded;
+            // A request the server did not process waits for a stream, due already.
+            if let Some(f) = self.h2.as_ref().and_then(|m| m.retries.front()) {
+                next_due = Some(next_due.map_or(f.intended_ns, |d| d.min(f.intended_ns)));
+                due_waits = true;
+                deadline = deadline.min(f.deadline_ns);
+            }
+        }
         let draining_until = draining_until.or_else(|| head.is_none().then_some(u64::MAX));
         Situation {
             now,
-            next_due: head.map(|d| d.intended_ns),
+            next_due,
             due_waits,
             deadline: if self.backlog.is_empty() { deadline } else { now },
             in_flight: self.in_flight,
-            free: self.idle.len() + self.closed.len(),
-            streaming: self.streaming,
+            free,
+            streaming,
             draining_until,
         }
     }
@@ -373,9 +406,12 @@ impl Shard {
         }
         let closing = conn.state == State::Closing;
         let bid = cqueue::buffer_select(flags);
+        let h2 = conn.h2.is_some();
         match op {
             _ if closing => {}
             OP_CONNECT => self.on_connected(c, res, now),
+            OP_SEND if h2 => self.sent_h2(c, res, now),
+            OP_RECV if h2 => self.received_h2(c, res, bid, now),
             OP_SEND => self.on_sent(c, res, now),
             _ => self.on_received(c, res, bid, now),
         }

@@ -17,6 +17,10 @@ impl Shard {
     /// long as an open connection is idle for them (one that must connect first, or a wait
     /// for one, is left to their time).
     pub(super) fn dispatch(&mut self, now: u64) {
+        if self.h2.is_some() {
+            self.dispatch_h2(now);
+            return;
+        }
         let until = self.pace.sends_until(now);
         while let Some(due) = self.schedule.peek() {
             if due.intended_ns > now && (due.intended_ns > until || self.idle.is_empty()) {
@@ -96,9 +100,7 @@ impl Shard {
             return;
         }
         let bytes = &self.requests.bytes[f.request as usize];
-        let entry = opcode::Send::new(types::Fd(fd), bytes.as_ptr(), bytes.len() as u32)
-            .build()
-            .user_data(user_data(c, generation, OP_SEND));
+        let entry = send_op(fd, bytes, c, generation);
         self.conns[c].ops += 1;
         self.push(entry);
     }
@@ -134,9 +136,7 @@ impl Shard {
         if f.written < request.len() {
             // Short write: send the rest.
             let rest = &request[f.written..];
-            let entry = opcode::Send::new(types::Fd(conn.raw_fd()), rest.as_ptr(), rest.len() as u32)
-                .build()
-                .user_data(user_data(c, conn.generation, OP_SEND));
+            let entry = send_op(conn.raw_fd(), rest, c, conn.generation);
             conn.ops += 1;
             self.push(entry);
         }
@@ -249,6 +249,10 @@ impl Shard {
     pub(super) fn expire(&mut self, now: u64) {
         let mut next = u64::MAX;
         for c in 0..self.conns.len() {
+            if self.conns[c].h2.is_some() {
+                next = next.min(self.expire_h2(c, now));
+                continue;
+            }
             let conn = &self.conns[c];
             let deadline = match conn.state {
                 State::Busy => conn.inflight.map(|f| f.deadline_ns),
@@ -307,6 +311,14 @@ impl Shard {
     /// Whatever is still in flight, or was due and waiting for a connection, is recorded as
     /// `aborted` at `now` (a lower bound of its latency); what was not yet due as `unsent`.
     pub(super) fn account_unfinished(&mut self, now: u64, stopped_at: u64) {
+        for f in self.unfinished_h2() {
+            self.finish_failed(
+                f,
+                now,
+                ErrorClass::Aborted,
+                Cow::Borrowed("in flight when the run stopped (latency recorded then: a lower bound)"),
+            );
+        }
         for c in 0..self.conns.len() {
             let conn = &mut self.conns[c];
             for f in [conn.inflight.take(), conn.retry.take()].into_iter().flatten() {

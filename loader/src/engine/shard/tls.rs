@@ -10,13 +10,12 @@ use std::borrow::Cow;
 use std::io::{BufRead as _, Write as _};
 use std::ops::Range;
 
-use io_uring::{opcode, types};
 use probes_ebpf::tls_outcome;
 use rustls::HandshakeKind;
 
 use super::connections::class_of_errno;
 use super::requests::waited_for_connection;
-use super::{OP_SEND, Shard, user_data};
+use super::{Shard, send_op};
 use crate::engine::conn::{Chunk, State};
 use crate::engine::tls::{self, Tls};
 use crate::record::ErrorClass;
@@ -73,9 +72,7 @@ impl Shard {
         }
         // `tls.out` stays untouched until this send completes (`Tls::sending`), and the
         // boxed `Tls` lives as long as the connection has operations outstanding.
-        let entry = opcode::Send::new(types::Fd(fd), tls.out.as_ptr(), tls.out.len() as u32)
-            .build()
-            .user_data(user_data(c, conn.generation, OP_SEND));
+        let entry = send_op(fd, &tls.out, c, conn.generation);
         conn.ops += 1;
         self.push(entry);
     }
@@ -94,9 +91,7 @@ impl Shard {
         if tls.out_sent < tls.out.len() {
             // Short write: send the rest of the same buffer.
             let rest = &tls.out[tls.out_sent..];
-            let entry = opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
-                .build()
-                .user_data(user_data(c, conn.generation, OP_SEND));
+            let entry = send_op(fd, rest, c, conn.generation);
             conn.ops += 1;
             self.push(entry);
             return;

@@ -1,0 +1,432 @@
+//! The h2c side of the shard (`--http2` on an `http://` target): streams multiplexed over the
+//! shard's connections, on the same ring, schedule, deadlines and record as HTTP/1.1.
+//!
+//! The frames are `http2::wire`'s; this file is the loop's part: which connection a due
+//! request goes on (the open one with the fewest streams and one free — so that at ordinary
+//! rates each connection carries one stream at a time and a read's receive stamp is its
+//! answer's), writing what a connection queued (once per turn, so the requests of one wake-up
+//! on one connection leave in one `send`), reading frames as they land in the provided
+//! buffers, and the requests a server did not process, sent again before their deadline.
+//! While a connection carries two or more streams the shard wakes for answers rather than
+//! sleeping through them: two answers in one read would both get the later one's stamp.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+use super::*;
+use crate::engine::conn::{InFlight, State};
+use crate::engine::http2::wire::{Event, Wire};
+use crate::record::ErrorClass;
+
+/// One connection's HTTP/2 side: its frames, and the bytes the kernel is writing.
+pub(in crate::engine) struct H2Link {
+    wire: Wire,
+    /// Handed to a `send` (the kernel reads it until the send completes).
+    writing: Vec<u8>,
+    written: usize,
+    sending: bool,
+}
+
+impl std::fmt::Debug for H2Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H2Link").field("streams", &self.wire.active()).field("sending", &self.sending).finish()
+    }
+}
+
+/// The shard's HTTP/2 state: the run's setting and the requests waiting to be sent again.
+pub(super) struct H2Mode {
+    pub(super) h2: Arc<crate::engine::http2::Http2>,
+    /// Requests the server did not process (still in flight, counted once), sent first.
+    pub(super) retries: VecDeque<InFlight>,
+    events: Vec<Event>,
+    expired: Vec<InFlight>,
+    /// Connections with frames queued this turn.
+    dirty: Vec<usize>,
+    /// Connections that went away (GOAWAY) and are not replaced yet: each opens a new one
+    /// as soon as a slot is closed, rather than when a request finds no stream.
+    replace: u32,
+}
+
+impl H2Mode {
+    pub(super) fn new(h2: Arc<crate::engine::http2::Http2>) -> H2Mode {
+        H2Mode { h2, retries: VecDeque::new(), events: Vec::new(), expired: Vec::new(), dirty: Vec::new(), replace: 0 }
+    }
+}
+
+impl Shard {
+    /// The h2c shard's `dispatch`: every due request (a request to send again first) on the
+    /// open connection with the fewest streams and one free, else on a connection it opens,
+    /// else it waits at the head (the pool's time) — and those due within the send-ahead
+    /// window, early, when a stream is free now.
+    pub(super) fn dispatch_h2(&mut self, now: u64) {
+        while let Some(mode) = self.h2.as_mut().filter(|m| m.replace > 0)
+            && let Some(c) = self.closed.pop()
+        {
+            mode.replace -= 1;
+            self.start_connect(c, None, now);
+        }
+        let until = self.pace.sends_until(now);
+        loop {
+            let Some(mode) = self.h2.as_mut() else { return };
+            let (f, from_schedule) = match mode.retries.pop_front() {
+                Some(f) => (f, false),
+                None => match self.schedule.peek() {
+                    Some(due) if due.intended_ns <= until => {
+                        let deadline = due.intended_ns + self.timeout_ns;
+                        (self.take(due, now, deadline), true)
+                    }
+                    _ => break,
+                },
+            };
+            if now >= f.deadline_ns {
+                if from_schedule {
+                    self.schedule.advance();
+                    self.record.on_failure(
+                        f.phase,
+                        f.intended_ns,
+                        f.deadline_ns,
+                        ErrorClass::Dropped,
+                        Cow::Borrowed("no stream came free before its deadline (intended time + timeout)"),
+                    );
+                    self.errors += 1;
+                } else {
+                    self.finish_failed(
+                        f,
+                        f.deadline_ns,
+                        ErrorClass::Timeout,
+                        Cow::Borrowed(
+                            "its deadline passed before it could be sent again (the server had not processed it)",
+                        ),
+                    );
+                }
+                continue;
+            }
+            if let Some(c) = self.pick_stream() {
+                if from_schedule {
+                    self.schedule.advance();
+                    self.in_flight += 1;
+                }
+                self.note_deadline(f.deadline_ns);
+                self.send_stream(c, f, f.waited);
+                continue;
+            }
+            let early = f.intended_ns > now;
+            let closed = if early { None } else { self.closed.pop() };
+            match closed {
+                Some(c) => {
+                    if from_schedule {
+                        self.schedule.advance();
+                        self.in_flight += 1;
+                    }
+                    self.start_connect(c, Some(f), now);
+                }
+                None => {
+                    if !from_schedule && let Some(mode) = self.h2.as_mut() {
+                        mode.retries.push_front(f);
+                    }
+                    if !early {
+                        self.pool.exhausted(now);
+                    }
+                    break;
+                }
+            }
+        }
+        if self.closed.is_empty() && self.pick_stream().is_none() {
+            self.pool.exhausted(now);
+        } else {
+            self.pool.free();
+        }
+        self.flush_streams();
+    }
+
+    /// The open connection with the fewest streams of ours and one free.
+    fn pick_stream(&self) -> Option<usize> {
+        let max = self.h2.as_ref()?.h2.max_streams;
+        let mut best: Option<(usize, u32)> = None;
+        for (c, conn) in self.conns.iter().enumerate() {
+            let Some(link) = conn.h2.as_ref().filter(|_| conn.state == State::Idle) else { continue };
+            let active = link.wire.active();
+            if link.wire.free(max) > 0 && best.is_none_or(|(_, a)| active < a) {
+                best = Some((c, active));
+                if active == 0 {
+                    break;
+                }
+            }
+        }
+        best.map(|(c, _)| c)
+    }
+
+    /// Open a stream for `f` on `c` (frames queued; written at the end of the turn's
+    /// dispatch).
+    pub(in crate::engine) fn send_stream(&mut self, c: usize, mut f: InFlight, waited: bool) {
+        let now = self.clock.now_ns();
+        // A request sent again after the server did not process it was counted then.
+        if !f.retried {
+            let own_lag = own_lag(f.intended_ns, now, self.woke_at, self.wake_target);
+            self.record.on_send(f.phase, f.intended_ns, now, own_lag, waited, self.in_flight);
+            if let Some(row) = self.requests.row_of(f.request) {
+                self.record.on_row(row);
+            }
+            self.sent += 1;
+        }
+        f.sent_ns = now;
+        self.last_send_ns = Some(now);
+        let Some(mode) = self.h2.as_mut() else { return };
+        let (block, body) = mode.h2.requests.wire(f.request);
+        let Some(link) = self.conns[c].h2.as_mut() else { return };
+        link.wire.open(f, block, body);
+        mode.dirty.push(c);
+    }
+
+    /// Write what the connections queued this turn.
+    pub(super) fn flush_streams(&mut self) {
+        let Some(mode) = self.h2.as_mut() else { return };
+        let mut dirty = std::mem::take(&mut mode.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for &c in &dirty {
+            self.flush_stream(c);
+        }
+        dirty.clear();
+        if let Some(mode) = self.h2.as_mut() {
+            mode.dirty = dirty;
+        }
+    }
+
+    /// Hand `c`'s queued frames to the kernel, unless a send of its is still under way (its
+    /// completion sends them).
+    fn flush_stream(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        let fd = conn.raw_fd();
+        let Some(link) = conn.h2.as_mut() else { return };
+        if link.sending || link.wire.out.is_empty() || conn.state != State::Idle {
+            return;
+        }
+        std::mem::swap(&mut link.writing, &mut link.wire.out);
+        link.wire.out.clear();
+        link.written = 0;
+        link.sending = true;
+        let entry = send_op(fd, &link.writing, c, conn.generation);
+        conn.ops += 1;
+        self.push(entry);
+    }
+
+    /// A connection opened: the preface, then the request it was opened for.
+    pub(super) fn connected_h2(&mut self, c: usize, grpc: bool) {
+        let conn = &mut self.conns[c];
+        conn.h2 = Some(Box::new(H2Link {
+            wire: Wire::new(self.limits, grpc),
+            writing: Vec::new(),
+            written: 0,
+            sending: false,
+        }));
+        conn.state = State::Idle;
+        self.arm_recv(c);
+        if let Some(f) = self.conns[c].inflight.take() {
+            self.send_stream(c, f, requests::waited_for_connection(&f));
+        }
+        self.flush_stream(c);
+    }
+
+    pub(super) fn sent_h2(&mut self, c: usize, res: i32, now: u64) {
+        if res < 0 {
+            let (class, message) = connections::class_of_errno(-res);
+            self.break_h2(c, class, message, now);
+            return;
+        }
+        let conn = &mut self.conns[c];
+        let fd = conn.raw_fd();
+        let Some(link) = conn.h2.as_mut() else { return };
+        link.written += res as usize;
+        if link.written < link.writing.len() {
+            // Short write: send the rest.
+            let rest = &link.writing[link.written..];
+            let entry = send_op(fd, rest, c, conn.generation);
+            conn.ops += 1;
+            self.push(entry);
+            return;
+        }
+        link.sending = false;
+        self.flush_stream(c);
+    }
+
+    pub(super) fn received_h2(&mut self, c: usize, res: i32, bid: Option<u16>, now: u64) {
+        if res == -libc::ENOBUFS {
+            return; // re-armed by `complete`
+        }
+        if res < 0 {
+            let (class, message) = connections::class_of_errno(-res);
+            self.break_h2(c, class, message, now);
+            return;
+        }
+        let received = if res > 0 { self.received(bid, res) } else { None };
+        let (range, stamp) = match (res, received, bid) {
+            (0, _, _) => (0..0, None),
+            (_, Some(r), Some(_)) => r,
+            _ => {
+                let message = Cow::Borrowed("receive buffer without a readable layout");
+                self.break_h2(c, ErrorClass::Protocol, message, now);
+                return;
+            }
+        };
+        if range.is_empty() {
+            let goaway = self.conns[c].h2.as_ref().and_then(|l| l.wire.goaway_code()).filter(|&code| code != 0);
+            let (class, message) = match goaway {
+                Some(code) => (
+                    ErrorClass::ConnectionError,
+                    Cow::Owned(format!(
+                        "the server ended the connection (GOAWAY {})",
+                        crate::engine::http2::wire::code_name(code)
+                    )),
+                ),
+                None => (ErrorClass::Reset, Cow::Borrowed("the server closed the connection under the stream")),
+            };
+            self.break_h2(c, class, message, now);
+            return;
+        }
+        let Some(mode) = self.h2.as_mut() else { return };
+        let mut events = std::mem::take(&mut mode.events);
+        let (fed, went_away) = match (self.conns[c].h2.as_mut(), bid) {
+            (Some(link), Some(bid)) => {
+                let before = link.wire.retiring();
+                let fed = link.wire.feed(&self.bufs.get(bid, res as usize)[range], &mut events);
+                (fed, !before && link.wire.retiring())
+            }
+            _ => (Ok(()), false),
+        };
+        if went_away {
+            mode.replace += 1;
+        }
+        for e in events.drain(..) {
+            self.on_stream_end(e, stamp, now);
+        }
+        if let Some(mode) = self.h2.as_mut() {
+            mode.events = events;
+        }
+        if let Err(e) = fed {
+            self.break_h2(c, e.class, e.message, now);
+            return;
+        }
+        let Some(link) = self.conns[c].h2.as_ref() else { return };
+        if link.wire.busy_reading() {
+            self.streaming = true;
+        }
+        if link.wire.retiring() && link.wire.active() == 0 {
+            // Gone away and done: its slot opens a new connection when one is needed.
+            self.begin_close(c);
+            return;
+        }
+        self.flush_stream(c);
+    }
+
+    /// A stream ended; `stamp`: the kernel's receive stamp of the read that ended it.
+    fn on_stream_end(&mut self, e: Event, stamp: Option<u64>, now: u64) {
+        match e {
+            Event::Answered { f, status, grpc } => {
+                let done = stamp.map_or(now, |s| self.realtime.run_time(s, f.sent_ns, now));
+                let ok = match grpc {
+                    // (A gRPC call answered with an HTTP error status is that HTTP error.)
+                    Some((code, message)) if status == 200 => {
+                        self.record.on_grpc(f.phase, f.intended_ns, f.sent_ns, done, code, &message);
+                        code == 0
+                    }
+                    _ => {
+                        self.record.on_response(f.phase, f.intended_ns, f.sent_ns, done, status);
+                        (200..400).contains(&status)
+                    }
+                };
+                if ok {
+                    self.ok += 1;
+                } else {
+                    self.errors += 1;
+                }
+                self.in_flight = self.in_flight.saturating_sub(1);
+            }
+            Event::Failed { f, class, message } => self.finish_failed(f, now, class, message),
+            Event::Unprocessed { f } => {
+                // Still in flight: sent again first thing, before its deadline, counted once.
+                self.record.retried_on_stale_connection += 1;
+                if let Some(mode) = self.h2.as_mut() {
+                    mode.retries.push_back(InFlight { retried: true, ..f });
+                }
+            }
+        }
+    }
+
+    /// The connection broke: every stream on it fails with `class`, and it closes.
+    fn break_h2(&mut self, c: usize, class: ErrorClass, message: Cow<'static, str>, now: u64) {
+        let flights: Vec<InFlight> = match self.conns[c].h2.as_mut() {
+            Some(link) => link.wire.take_all().collect(),
+            None => Vec::new(),
+        };
+        for f in flights {
+            self.finish_failed(f, now, class, message.clone());
+        }
+        // A request that waited for this connection's connect.
+        if let Some(f) = self.conns[c].inflight.take() {
+            self.finish_failed(f, now, class, message);
+        }
+        self.begin_close(c);
+    }
+
+    /// Time out the streams of `c` past their deadline (recorded at it, reset with CANCEL);
+    /// the earliest deadline left on it.
+    pub(super) fn expire_h2(&mut self, c: usize, now: u64) -> u64 {
+        let Some(mode) = self.h2.as_mut() else { return u64::MAX };
+        let mut expired = std::mem::take(&mut mode.expired);
+        let next = match self.conns[c].h2.as_mut() {
+            Some(link) => {
+                link.wire.expire(now, &mut expired);
+                link.wire.next_deadline()
+            }
+            None => u64::MAX,
+        };
+        let any = !expired.is_empty();
+        for f in expired.drain(..) {
+            self.finish_failed(
+                f,
+                f.deadline_ns,
+                ErrorClass::Timeout,
+                Cow::Borrowed("no complete response by its deadline (intended time + timeout)"),
+            );
+        }
+        if let Some(mode) = self.h2.as_mut() {
+            mode.expired = expired;
+        }
+        if any {
+            self.flush_stream(c);
+        }
+        next
+    }
+
+    /// Every request still in flight on a stream or waiting to be sent again, taken for the
+    /// stop's accounting.
+    pub(super) fn unfinished_h2(&mut self) -> Vec<InFlight> {
+        let mut all: Vec<InFlight> = match self.h2.as_mut() {
+            Some(mode) => mode.retries.drain(..).collect(),
+            None => return Vec::new(),
+        };
+        for conn in &mut self.conns {
+            if let Some(link) = conn.h2.as_mut() {
+                all.extend(link.wire.take_all());
+            }
+        }
+        all
+    }
+
+    /// For the sleep: connections that can take a stream now (or be opened), and whether
+    /// one carries two streams or more — then answers are read as they come, so each keeps
+    /// its own receive stamp.
+    pub(super) fn h2_situation(&self) -> (usize, bool) {
+        let Some(mode) = self.h2.as_ref() else { return (0, false) };
+        let max = mode.h2.max_streams;
+        let mut free = self.closed.len();
+        let mut crowded = false;
+        for conn in &self.conns {
+            let Some(link) = conn.h2.as_ref().filter(|_| conn.state == State::Idle) else { continue };
+            free += usize::from(link.wire.free(max) > 0);
+            crowded |= link.wire.active() >= 2;
+        }
+        (free, crowded)
+    }
+}
