@@ -1,5 +1,6 @@
-//! HPACK decoding (RFC 7541) for the io_uring HTTP/2 shards: the static and dynamic tables,
-//! integers and string literals; Huffman-coded strings are `httlib-huffman`'s (table-driven,
+//! HPACK (RFC 7541) for the io_uring HTTP/2 shards: requests' header blocks encoded once
+//! ([`encode_block`]), and answers' decoded — the static and dynamic tables, integers and
+//! string literals; Huffman-coded strings are `httlib-huffman`'s (table-driven,
 //! four bits a step).
 //!
 //! Why not a whole HPACK crate: `loona-hpack` (and `hpack`, which it forks) builds a hash map
@@ -242,6 +243,67 @@ fn string(block: &[u8], at: &mut usize, out: &mut Vec<u8>) -> Result<(), HpackEr
         out.extend_from_slice(bytes);
         Ok(())
     }
+}
+
+/// A request's header block (HPACK, RFC 7541), encoded once: pseudo-headers first, from the
+/// static table where it has the field, then literals without indexing, so no block changes
+/// the server's dynamic table and every stream can send the same bytes.
+pub fn encode_block<'a>(
+    method: &str,
+    scheme: &str,
+    authority: &str,
+    path: &str,
+    headers: impl Iterator<Item = (&'a str, &'a [u8])>,
+) -> Vec<u8> {
+    let mut block = Vec::with_capacity(64);
+    match method {
+        "GET" => block.push(0x82),
+        "POST" => block.push(0x83),
+        _ => put_literal_indexed_name(&mut block, 2, method.as_bytes()),
+    }
+    match scheme {
+        "https" => block.push(0x87),
+        _ => block.push(0x86),
+    }
+    match path {
+        "/" => block.push(0x84),
+        _ => put_literal_indexed_name(&mut block, 4, path.as_bytes()),
+    }
+    put_literal_indexed_name(&mut block, 1, authority.as_bytes());
+    for (name, value) in headers {
+        block.push(0x00);
+        put_string(&mut block, name.as_bytes());
+        put_string(&mut block, value);
+    }
+    block
+}
+
+/// A literal header field without indexing whose name is static table entry `index`.
+fn put_literal_indexed_name(block: &mut Vec<u8>, index: usize, value: &[u8]) {
+    put_integer(block, 0x00, 4, index);
+    put_string(block, value);
+}
+
+/// A string literal, not Huffman-coded.
+fn put_string(block: &mut Vec<u8>, s: &[u8]) {
+    put_integer(block, 0x00, 7, s.len());
+    block.extend_from_slice(s);
+}
+
+/// An HPACK integer with an `n`-bit prefix after the bits `first`.
+fn put_integer(block: &mut Vec<u8>, first: u8, n: u32, mut value: usize) {
+    let max = (1usize << n) - 1;
+    if value < max {
+        block.push(first | value as u8);
+        return;
+    }
+    block.push(first | max as u8);
+    value -= max;
+    while value >= 128 {
+        block.push((value % 128) as u8 | 0x80);
+        value /= 128;
+    }
+    block.push(value as u8);
 }
 
 #[cfg(test)]

@@ -52,6 +52,8 @@ mod stamped;
 mod timer;
 pub(crate) mod wire;
 
+pub use wire::outcome_of_wire;
+
 pub use requests::Http2Requests;
 
 use std::borrow::Cow;

@@ -107,7 +107,7 @@ fn convert(bytes: &[u8], scheme: &str) -> Result<Entry, String> {
         .path_and_query(path)
         .build()
         .map_err(|e| format!("URI {scheme}://{authority}{path}: {e}"))?;
-    let block = super::wire::encode_block(
+    let block = super::hpack::encode_block(
         method.as_str(),
         scheme,
         &authority,
