@@ -109,6 +109,33 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
     assert_eq!(offered_total, 8000);
 }
 
+/// `loader run` on one shard for 2 s after a 500 ms warm-up, without probes: its text
+/// report and summary, the run checked complete.
+fn one_shard_run(url: &str, name: &str, rate: &str, connections: &str, extra: &[&str]) -> (String, serde_json::Value) {
+    let out = out_dir(name);
+    let mut args = vec![
+        "--url",
+        url,
+        "--rate",
+        rate,
+        "--duration",
+        "2s",
+        "--warmup",
+        "500ms",
+        "--connections",
+        connections,
+        "--threads",
+        "1",
+        "--no-probes",
+        "--preflight",
+        "0s",
+    ];
+    args.extend_from_slice(extra);
+    let (output, summary) = loader_run(&args, &out, Duration::from_secs(30));
+    common::complete_run(name, &output, &summary, &[0]);
+    (String::from_utf8_lossy(&output.stdout).into_owned(), summary.expect("summary"))
+}
+
 /// At 10,000 req/s on one shard the next send is 100 µs after the one a wake-up is for: it
 /// leaves with it, early (the default send-ahead window), so the shard wakes once per two
 /// sends, and the early one's latency runs from when it left. `--send-ahead 0` wakes per send.
@@ -116,30 +143,7 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
 fn sends_due_within_the_ahead_window_share_a_wake_up() {
     let target = Target::start(&[]);
     let url = target.url();
-    let run = |name: &str, extra: &[&str]| {
-        let out = out_dir(name);
-        let mut args = vec![
-            "--url",
-            &url,
-            "--rate",
-            "10000",
-            "--duration",
-            "2s",
-            "--warmup",
-            "500ms",
-            "--connections",
-            "32",
-            "--threads",
-            "1",
-            "--no-probes",
-            "--preflight",
-            "0s",
-        ];
-        args.extend_from_slice(extra);
-        let (output, summary) = loader_run(&args, &out, Duration::from_secs(30));
-        common::complete_run(name, &output, &summary, &[0]);
-        (String::from_utf8_lossy(&output.stdout).into_owned(), summary.expect("summary"))
-    };
+    let run = |name: &str, extra: &[&str]| one_shard_run(&url, name, "10000", "32", extra);
     let wakes = |s: &serde_json::Value| u(&phase(s, "main")["wake_late_us"]["count"]);
     let (text, ahead) = run("send-ahead", &[]);
     assert_eq!(f(&ahead["run"]["send_ahead_us"]), 100.0);
@@ -165,6 +169,28 @@ fn sends_due_within_the_ahead_window_share_a_wake_up() {
         wakes(&strict),
         wakes(&ahead)
     );
+}
+
+/// Below the rate at which the send-ahead window pairs sends, a shard wakes a little before
+/// each send (the p99 of its wake-up lateness) and sends at once rather than spinning to the
+/// due instant: most sends leave ahead, none of them is measured from its later intended
+/// time. `--send-ahead 0` spins instead: nothing early.
+#[test]
+fn a_slower_shard_sends_on_its_early_wake_up() {
+    let target = Target::start(&[]);
+    let url = target.url();
+    let run = |name: &str, extra: &[&str]| one_shard_run(&url, name, "2000", "8", extra).1;
+    let early = run("early-wake", &[]);
+    let main = phase(&early, "main");
+    let (sent, ahead) = (u(&main["sent"]), u(&main["sent_ahead"]));
+    assert_eq!(sent, 4_000);
+    assert!(ahead >= sent * 2 / 5, "{ahead} of {sent} sent on an early wake-up");
+    let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
+    for q in ["p50", "p99", "max"] {
+        assert!(f(&lat[q]) >= f(&svc[q]), "{q}: latency {} below the service time {}", lat[q], svc[q]);
+    }
+    let strict = run("early-wake-spin", &["--send-ahead", "0"]);
+    assert_eq!(u(&phase(&strict, "main")["sent_ahead"]), 0);
 }
 
 /// The target answers nothing for 1 s out of every 4 s. Over two whole periods a quarter of

@@ -77,8 +77,8 @@ pub struct PhaseRecord {
     pub late_unpooled_max_us: u64,
     /// Sends that found no free connection at their due time and waited for one.
     pub waited_for_connection: u64,
-    /// Sends that left before their intended time, with a wake-up that sent another
-    /// (`engine::pace`, the send-ahead window).
+    /// Sends that left before their intended time, on a wake-up early for them or with one
+    /// that sent another (`engine::pace`, the send-ahead window).
     pub sent_ahead: u64,
     /// Sends whose actual send time fell inside the phase window (for sent/s).
     pub sent_in_window: u64,

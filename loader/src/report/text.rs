@@ -20,7 +20,7 @@ pub fn ahead_line(s: &Summary) -> Option<String> {
     let (ahead, sent) = sends_ahead(s);
     (ahead > 0).then(|| {
         format!(
-            "sent ahead: {ahead} of {sent} sends ({:.1} %) left up to {:.0} µs before their time with a wake-up that sent another (--send-ahead); their latency runs from when they left",
+            "sent ahead: {ahead} of {sent} sends ({:.1} %) left up to {:.0} µs before their time, on a wake-up early for them or with one that sent another (--send-ahead); their latency runs from when they left",
             100.0 * ahead as f64 / sent.max(1) as f64,
             s.run.send_ahead_us
         )

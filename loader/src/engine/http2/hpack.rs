@@ -83,8 +83,12 @@ const TABLE_LIMIT: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HpackError(pub &'static str);
 
-/// A dynamic table entry: name and value.
-type Entry = (Box<[u8]>, Box<[u8]>);
+/// A dynamic table entry: name, value (empty when its name is not wanted: only its size
+/// counts) and its size as RFC 7541 §4.1 counts it.
+type Entry = (Box<[u8]>, Box<[u8]>, usize);
+
+/// Huffman strings whose decoded length the decoder remembers (see `Decoder::lengths`).
+const LENGTHS_KEPT: usize = 8;
 
 /// One connection's decoder.
 #[derive(Debug)]
@@ -95,11 +99,25 @@ pub struct Decoder {
     max: usize,
     name: Vec<u8>,
     value: Vec<u8>,
+    /// The decoded length of recent Huffman strings of fields that enter the table under a
+    /// name nobody asked for, by their coded bytes: only the length counts there (the
+    /// table's size), and a server repeats them (nginx indexes `server`, `date`,
+    /// `content-type` and `content-length` in every answer), so each is decoded once.
+    lengths: Vec<(Box<[u8]>, usize)>,
+    next_length: usize,
 }
 
 impl Default for Decoder {
     fn default() -> Self {
-        Decoder { table: VecDeque::new(), size: 0, max: TABLE_LIMIT, name: Vec::new(), value: Vec::new() }
+        Decoder {
+            table: VecDeque::new(),
+            size: 0,
+            max: TABLE_LIMIT,
+            name: Vec::new(),
+            value: Vec::new(),
+            lengths: Vec::new(),
+            next_length: 0,
+        }
     }
 }
 
@@ -110,9 +128,10 @@ impl Decoder {
         self.decode_some(block, |_| true, field)
     }
 
-    /// As `decode`, but a literal that does not enter the table and whose name
-    /// `wanted` refuses is skipped, its value not decoded (an answer's `date`, `server`,
-    /// `content-type`: most of the Huffman decoding there is).
+    /// As `decode`, but only fields whose name `wanted` accepts are handed on; the others'
+    /// values are not decoded (an answer's `date`, `server`, `content-type`: most of the
+    /// Huffman decoding there is) — of one that enters the table only its length is
+    /// taken, once for each distinct coded string.
     pub fn decode_some(
         &mut self,
         block: &[u8],
@@ -125,7 +144,9 @@ impl Decoder {
             if first & 0x80 != 0 {
                 let index = integer(block, &mut at, 7)?;
                 let (name, value) = self.get(index)?;
-                field(name, value);
+                if wanted(name) {
+                    field(name, value);
+                }
             } else if first & 0x20 != 0 && first & 0x40 == 0 {
                 let size = integer(block, &mut at, 5)?;
                 if size > TABLE_LIMIT {
@@ -143,8 +164,13 @@ impl Decoder {
                 } else {
                     name.extend_from_slice(self.get(index)?.0);
                 }
-                if !indexing && !wanted(&name) {
-                    skip_string(block, &mut at)?;
+                if !wanted(&name) {
+                    if indexing {
+                        let len = self.length(block, &mut at)?;
+                        self.insert(&name, &[], name.len() + len + 32);
+                    } else {
+                        skip_string(block, &mut at)?;
+                    }
                     self.name = name;
                     continue;
                 }
@@ -153,7 +179,7 @@ impl Decoder {
                 string(block, &mut at, &mut value)?;
                 field(&name, &value);
                 if indexing {
-                    self.insert(&name, &value);
+                    self.insert(&name, &value, name.len() + value.len() + 32);
                 }
                 self.name = name;
                 self.value = value;
@@ -169,13 +195,40 @@ impl Decoder {
             _ => self
                 .table
                 .get(index - 62)
-                .map(|(n, v)| (&**n, &**v))
+                .map(|(n, v, _)| (&**n, &**v))
                 .ok_or(HpackError("an index past the dynamic table")),
         }
     }
 
-    fn insert(&mut self, name: &[u8], value: &[u8]) {
-        let size = name.len() + value.len() + 32;
+    /// The decoded length of the string literal at `block[*at]`, stepping over it.
+    fn length(&mut self, block: &[u8], at: &mut usize) -> Result<usize, HpackError> {
+        let huffman = *block.get(*at).ok_or(HpackError("a string missing"))? & 0x80 != 0;
+        let len = integer(block, at, 7)?;
+        let coded = block.get(*at..*at + len).ok_or(HpackError("a string longer than the block"))?;
+        *at += len;
+        if !huffman {
+            return Ok(len);
+        }
+        if let Some(&(_, len)) = self.lengths.iter().find(|(c, _)| **c == *coded) {
+            return Ok(len);
+        }
+        let mut value = std::mem::take(&mut self.value);
+        value.clear();
+        huffman_decode(coded, &mut value)?;
+        let len = value.len();
+        self.value = value;
+        let kept = (coded.into(), len);
+        if self.lengths.len() < LENGTHS_KEPT {
+            self.lengths.push(kept);
+        } else {
+            self.lengths[self.next_length] = kept;
+            self.next_length = (self.next_length + 1) % LENGTHS_KEPT;
+        }
+        Ok(len)
+    }
+
+    /// Add a field of `size` (RFC 7541 §4.1) to the table.
+    fn insert(&mut self, name: &[u8], value: &[u8], size: usize) {
         if size > self.max {
             // Larger than the whole table: it empties the table (RFC 7541 §4.4).
             self.table.clear();
@@ -183,15 +236,15 @@ impl Decoder {
             return;
         }
         self.evict(size);
-        self.table.push_front((name.into(), value.into()));
+        self.table.push_front((name.into(), value.into(), size));
         self.size += size;
     }
 
     /// Evict the oldest entries until `room` more bytes fit.
     fn evict(&mut self, room: usize) {
         while self.size + room > self.max {
-            let Some((n, v)) = self.table.pop_back() else { break };
-            self.size -= n.len() + v.len() + 32;
+            let Some((_, _, size)) = self.table.pop_back() else { break };
+            self.size -= size;
         }
     }
 }
@@ -237,12 +290,17 @@ fn string(block: &[u8], at: &mut usize, out: &mut Vec<u8>) -> Result<(), HpackEr
     let bytes = block.get(*at..*at + len).ok_or(HpackError("a string longer than the block"))?;
     *at += len;
     if huffman {
-        httlib_huffman::decode(bytes, out, httlib_huffman::DecoderSpeed::FourBits)
-            .map_err(|_| HpackError("a Huffman string that does not decode"))
+        huffman_decode(bytes, out)
     } else {
         out.extend_from_slice(bytes);
         Ok(())
     }
+}
+
+/// The Huffman-coded string `coded` (RFC 7541 §5.2), decoded, appended to `out`.
+fn huffman_decode(coded: &[u8], out: &mut Vec<u8>) -> Result<(), HpackError> {
+    httlib_huffman::decode(coded, out, httlib_huffman::DecoderSpeed::FourBits)
+        .map_err(|_| HpackError("a Huffman string that does not decode"))
 }
 
 /// A request's header block (HPACK, RFC 7541), encoded once: pseudo-headers first, from the
@@ -378,6 +436,41 @@ mod tests {
         let mut got = Vec::new();
         d.decode_some(&block, |n| n != b"date", |n, v| got.push((n.to_vec(), v.to_vec()))).unwrap();
         assert_eq!(got, vec![(b":status".to_vec(), b"200".to_vec())]);
+    }
+
+    #[test]
+    fn unwanted_fields_that_enter_the_table_keep_it_in_step_undecoded() {
+        // nginx's way: every answer indexes `server` and `date` (Huffman values), so the
+        // table fills and evicts; a decoder that wants only :status must count the same
+        // sizes as one that decodes everything, and find the same field at each index.
+        let huffman = |v: &[u8]| {
+            let mut coded = Vec::new();
+            httlib_huffman::encode(v, &mut coded).unwrap();
+            let mut out = vec![0x80 | coded.len() as u8];
+            out.extend(coded);
+            out
+        };
+        let (mut all, mut some) = (Decoder::default(), Decoder::default());
+        for second in 0..200 {
+            let mut block = vec![0x88, 0x40 | 54];
+            block.extend(huffman(b"nginx"));
+            block.push(0x40 | 33);
+            block.extend(huffman(format!("Fri, 04 Dec 2026 01:{:02}:{:02} GMT", second / 60, second % 60).as_bytes()));
+            block.extend([0x40 | 28, 0x02, b'1', b'1']); // content-length, not Huffman
+            block.push(0x80 | 63); // the newest `date` but one (`content-length` is 62)
+            let mut full = Vec::new();
+            all.decode(&block, |n, v| full.push((n.to_vec(), v.to_vec()))).unwrap();
+            let mut statuses = Vec::new();
+            some.decode_some(&block, |n| n == b":status", |n, v| statuses.push((n.to_vec(), v.to_vec()))).unwrap();
+            assert_eq!(statuses, vec![(b":status".to_vec(), b"200".to_vec())]);
+            assert_eq!((some.size, some.table.len()), (all.size, all.table.len()), "block {second}");
+            assert_eq!(full[4].0, b"date");
+        }
+        assert!(all.table.len() < 3 * 200, "the table evicted");
+        assert!(some.lengths.len() <= LENGTHS_KEPT);
+        // A broken Huffman string is an error whether or not its field is wanted.
+        let block = [0x40 | 33, 0x81, 0xff];
+        assert!(Decoder::default().decode_some(&block, |_| false, |_, _| {}).is_err());
     }
 
     #[test]

@@ -279,7 +279,7 @@ impl Shard {
             let situation = self.situation(now, stopped_at.map(|at| at + drain_ns));
             let (early, window) =
                 (self.lateness.early(self.pace.early_cap_ns), self.pace.window(self.lateness.early(u64::MAX)));
-            let sleep = pace::plan(&situation, early, window);
+            let sleep = pace::plan(&situation, early, self.pace.spins, window);
             let target = self.wait(&sleep)?;
             let mut woke = self.clock.now_ns();
             // The kernel reports the number submitted rather than the timeout when this enter

@@ -185,7 +185,7 @@ impl LiveMetrics {
         let sent_ahead = Counter::default();
         registry.register(
             "sends_ahead",
-            "Sends that left up to the send-ahead window before their intended time, with a wake-up that sent another",
+            "Sends that left up to the send-ahead window before their intended time (on an early wake-up, or with one that sent another)",
             sent_ahead.clone(),
         );
         let latency = SharedHistogram::new(LATENCY_BOUNDS);
