@@ -169,7 +169,7 @@ impl Decoder {
                         let len = self.length(block, &mut at)?;
                         self.insert(&name, &[], name.len() + len + 32);
                     } else {
-                        skip_string(block, &mut at)?;
+                        literal(block, &mut at)?;
                     }
                     self.name = name;
                     continue;
@@ -202,12 +202,9 @@ impl Decoder {
 
     /// The decoded length of the string literal at `block[*at]`, stepping over it.
     fn length(&mut self, block: &[u8], at: &mut usize) -> Result<usize, HpackError> {
-        let huffman = *block.get(*at).ok_or(HpackError("a string missing"))? & 0x80 != 0;
-        let len = integer(block, at, 7)?;
-        let coded = block.get(*at..*at + len).ok_or(HpackError("a string longer than the block"))?;
-        *at += len;
+        let (huffman, coded) = literal(block, at)?;
         if !huffman {
-            return Ok(len);
+            return Ok(coded.len());
         }
         if let Some(&(_, len)) = self.lengths.iter().find(|(c, _)| **c == *coded) {
             return Ok(len);
@@ -272,28 +269,24 @@ fn integer(block: &[u8], at: &mut usize, n: u32) -> Result<usize, HpackError> {
     }
 }
 
-/// Step over the string literal at `block[*at]`.
-fn skip_string(block: &[u8], at: &mut usize) -> Result<(), HpackError> {
-    block.get(*at).ok_or(HpackError("a string missing"))?;
-    let len = integer(block, at, 7)?;
-    if block.len() - *at < len {
-        return Err(HpackError("a string longer than the block"));
-    }
-    *at += len;
-    Ok(())
-}
-
-/// A string literal at `block[*at]` (RFC 7541 §5.2), appended to `out`.
-fn string(block: &[u8], at: &mut usize, out: &mut Vec<u8>) -> Result<(), HpackError> {
+/// The string literal at `block[*at]` (RFC 7541 §5.2), stepped over: whether it is
+/// Huffman-coded, and its bytes as they stand in the block.
+fn literal<'b>(block: &'b [u8], at: &mut usize) -> Result<(bool, &'b [u8]), HpackError> {
     let huffman = *block.get(*at).ok_or(HpackError("a string missing"))? & 0x80 != 0;
     let len = integer(block, at, 7)?;
     let bytes = block.get(*at..*at + len).ok_or(HpackError("a string longer than the block"))?;
     *at += len;
-    if huffman {
-        huffman_decode(bytes, out)
-    } else {
-        out.extend_from_slice(bytes);
-        Ok(())
+    Ok((huffman, bytes))
+}
+
+/// A string literal at `block[*at]`, appended to `out`.
+fn string(block: &[u8], at: &mut usize, out: &mut Vec<u8>) -> Result<(), HpackError> {
+    match literal(block, at)? {
+        (true, coded) => huffman_decode(coded, out),
+        (false, bytes) => {
+            out.extend_from_slice(bytes);
+            Ok(())
+        }
     }
 }
 
