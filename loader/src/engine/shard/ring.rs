@@ -66,12 +66,10 @@ impl Shard {
                 // A timer that fires after the decision above but before the kernel starts
                 // the wait only posts its completion (the wait ends early only for a timeout
                 // that fires during it), and a wait for the whole completion queue would
-                // never end. So the wait also has its own timeout as a back-stop: just after
-                // the latest timer armed (then it is never the earliest timer when the
-                // sleep's fires, and arming and cancelling it costs no reprogramming), at
-                // most 200 µs after the target (a race costs at most that much lateness,
-                // which the wake-up record shows), else at the sleep's end.
-                let backstop = latest.map_or(sleep.until, |d| (d + 1_000).min(target + 200_000));
+                // never end. So the wait also has its own timeout as a back-stop
+                // (`timers::backstop`: where it costs no reprogramming of the CPU's timer).
+                let now = self.clock.now_ns();
+                let backstop = timers::backstop(target, now, latest, sleep.until);
                 return self.enter_until(backstop, now, want).map(|_| target);
             }
         }

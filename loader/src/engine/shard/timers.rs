@@ -42,6 +42,42 @@ pub(in crate::engine) fn serves(armed: u64, until: u64) -> bool {
 pub(in crate::engine) fn next_guess(last: u64, target: u64) -> Option<u64> {
     (target > last && target - last <= GUESS_UP_TO_NS).then(|| target + (target - last))
 }
+/// A sleep whose target is nearer than this keeps its back-stop within [`BACKSTOP_CAP_NS`]
+/// of the target (see [`backstop`]).
+const BACKSTOP_NEAR_NS: u64 = 100_000;
+/// The latest a near sleep's back-stop ends after its target: the most a race makes it late.
+const BACKSTOP_CAP_NS: u64 = 200_000;
+/// A back-stop just after the next armed timer only when that timer is at most this far after
+/// the target (sleeps evenly spaced at 500 req/s per shard and faster): the most a race can
+/// make such a sleep late.
+const BACKSTOP_FAR_NS: u64 = 2_000_000;
+
+/// The back-stop of a sleep on the armed timers: the end of the wait's own timeout, for a
+/// sleep until `until` whose timer is armed at `target`, `now` (run clock) just before the
+/// wait, `latest` the latest timer armed after the target.
+///
+/// A timer that fires before the kernel starts the wait (after the sends it submits and the
+/// answers it reads first) does not end it; the back-stop does. Just after the latest timer
+/// armed, it is never the CPU's next timer when the sleep's fires, and the kernel cancels it
+/// at the wake-up without reprogramming the CPU's timer. A back-stop that is the next timer
+/// costs a reprogramming at every wake-up (a write of the TSC deadline: on a VM an exit to
+/// the hypervisor): at 1,000 req/s on one shard on the development VM, 6,000 in 6 s, and
+/// without them the loader did 24,400 h2c requests per CPU-second against 20,200 (6
+/// interleaved pairs, each pair in its favour). The race needs the shard to stall between
+/// its decision and the wait for the whole gap to the target; so a sleep whose target is
+/// near ([`BACKSTOP_NEAR_NS`]), or whose next timer is far ([`BACKSTOP_FAR_NS`]), keeps its
+/// back-stop at most [`BACKSTOP_CAP_NS`] after the target — a race costs at most that much
+/// lateness, which the wake-up record shows — and any other is late by at most
+/// `BACKSTOP_FAR_NS` after a stall of at least `BACKSTOP_NEAR_NS`. Without a timer armed
+/// after the target, the back-stop is the sleep's end.
+pub(in crate::engine) fn backstop(target: u64, now: u64, latest: Option<u64>, until: u64) -> u64 {
+    match latest {
+        None => until,
+        Some(d) if target >= now + BACKSTOP_NEAR_NS && d <= target + BACKSTOP_FAR_NS => d + 1_000,
+        Some(d) => (d + 1_000).min(target + BACKSTOP_CAP_NS),
+    }
+}
+
 /// Timespecs kept for the kernel to read at submission: more than can be pushed between two
 /// submissions (at most three per sleep, and every sleep submits).
 const SLOTS: usize = 8;
@@ -195,6 +231,20 @@ mod tests {
         let (target, pushed) = sleep(&mut t, 500 * US, 400 * US);
         assert_eq!((target, pushed), (500 * US, 0), "the 500 guessed earlier serves, and nothing more is guessed");
         assert_eq!(t.armed.len(), before);
+    }
+
+    #[test]
+    fn the_back_stop_is_never_the_next_timer_unless_a_race_is_near() {
+        // 1,000 req/s: the target 900 µs away, the next timer 1 ms after it: just after that.
+        assert_eq!(backstop(1_000 * US, 100 * US, Some(2_000 * US), 1_000 * US), 2_001 * US);
+        // 40,000 req/s: the next timer 25 µs after the target, the back-stop just after it.
+        assert_eq!(backstop(1_000 * US, 800 * US, Some(1_025 * US), 1_000 * US), 1_026 * US);
+        // The target 50 µs away: a stall could lose it, so at most 200 µs after it.
+        assert_eq!(backstop(1_000 * US, 950 * US, Some(2_000 * US), 1_000 * US), 1_200 * US);
+        // The next timer far (a guess 5 ms on): the same bound.
+        assert_eq!(backstop(1_000 * US, 100 * US, Some(6_000 * US), 1_000 * US), 1_200 * US);
+        // No timer after the target: the sleep's end.
+        assert_eq!(backstop(1_000 * US, 100 * US, None, 1_000 * US), 1_000 * US);
     }
 
     #[test]
