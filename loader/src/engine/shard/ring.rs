@@ -68,7 +68,6 @@ impl Shard {
                 // that fires during it), and a wait for the whole completion queue would
                 // never end. So the wait also has its own timeout as a back-stop
                 // (`timers::backstop`: where it costs no reprogramming of the CPU's timer).
-                let now = self.clock.now_ns();
                 let backstop = timers::backstop(target, now, latest, sleep.until);
                 return self.enter_until(backstop, now, want).map(|_| target);
             }

@@ -42,6 +42,7 @@ pub(in crate::engine) fn serves(armed: u64, until: u64) -> bool {
 pub(in crate::engine) fn next_guess(last: u64, target: u64) -> Option<u64> {
     (target > last && target - last <= GUESS_UP_TO_NS).then(|| target + (target - last))
 }
+
 /// A sleep whose target is nearer than this keeps its back-stop within [`BACKSTOP_CAP_NS`]
 /// of the target (see [`backstop`]).
 const BACKSTOP_NEAR_NS: u64 = 100_000;
@@ -53,8 +54,8 @@ const BACKSTOP_CAP_NS: u64 = 200_000;
 const BACKSTOP_FAR_NS: u64 = 2_000_000;
 
 /// The back-stop of a sleep on the armed timers: the end of the wait's own timeout, for a
-/// sleep until `until` whose timer is armed at `target`, `now` (run clock) just before the
-/// wait, `latest` the latest timer armed after the target.
+/// sleep until `until` whose timer is armed at `target`, `now` (run clock) when the shard
+/// decided to sleep, `latest` the latest timer armed after the target.
 ///
 /// A timer that fires before the kernel starts the wait (after the sends it submits and the
 /// answers it reads first) does not end it; the back-stop does. Just after the latest timer
