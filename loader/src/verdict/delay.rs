@@ -64,14 +64,21 @@ pub fn at_floor_ms(floor_ms: f64, window_ms: f64, adaptive: bool) -> f64 {
     FLOOR_SLACK * (floor_ms + window)
 }
 
-/// What the hypervisor took from this machine's CPUs during the run, as a clause for a reason
-/// that found the loader not running when it should have: on a virtual machine, `steal` in
+/// What stopped the loader during the run, as a clause for a reason that found it not running
+/// when it should have been: its cgroup's CPU throttling first — the kernel's own count, and
+/// the user's limit to raise — else what the hypervisor took. On a virtual machine, `steal` in
 /// `/proc/stat` is the time its host ran something else while a virtual CPU wanted to run — a
-/// pause the guest cannot see in its own run queue. `None` on bare metal or a quiet host.
-/// (This VM: 20–30 ms of steal in a 10 s run at 10,000 req/s, with timer wake-ups up to
-/// 6.7 ms late; none in 10 s idle.)
-fn steal_clause(s: &Summary) -> Option<String> {
+/// pause the guest cannot see in its own run queue. `None` on bare metal or a quiet host with
+/// no CPU limit. (This VM: 20–30 ms of steal in a 10 s run at 10,000 req/s, with timer
+/// wake-ups up to 6.7 ms late; none in 10 s idle. CI: 37 sends more than 10 ms late under a
+/// 10 % quota that throttled the loader 17 ms, with 20 ms of steal — named as the cause.)
+fn pause_clause(s: &Summary) -> Option<String> {
     let h = &s.health.peaks;
+    if let Some(ms) = h.cgroup_throttled_ms.filter(|&ms| ms > 0.0) {
+        return Some(format!(
+            "the loader's cgroup was CPU-throttled {ms:.0} ms during the run (its CPU limit spent before the period ended): the likeliest cause"
+        ));
+    }
     let all = h.steal_ms.filter(|&ms| ms > 0.0)?;
     let most = h.steal_max_ms_per_s.unwrap_or(all);
     Some(format!(
@@ -79,10 +86,10 @@ fn steal_clause(s: &Summary) -> Option<String> {
     ))
 }
 
-/// `text`, followed by the steal clause when there is one.
-fn and_steal(text: &str, steal: Option<&str>) -> String {
-    match steal {
-        Some(steal) => format!("{text}; {steal}"),
+/// `text`, followed by the pause clause when there is one.
+fn and_pause(text: &str, pause: Option<&str>) -> String {
+    match pause {
+        Some(pause) => format!("{text}; {pause}"),
         None => text.to_string(),
     }
 }
@@ -103,7 +110,7 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
         runqueue_max_ms: s.probes.runqueue_us.as_ref().map(|rq| rq.max / 1000.0),
         window_us: s.run.wake_window_us,
         adaptive: s.run.wake_window_adaptive,
-        steal: steal_clause(s),
+        paused: pause_clause(s),
     };
     for p in measured(s) {
         send_lag(p, &run, &floor.for_phase(s, p), reasons, &mut resolution);
@@ -175,12 +182,12 @@ fn runqueue(s: &Summary, run: &RunContext, sends_late: Option<&str>) -> Option<R
         Some(code) => (true, format!("a p99 of only {} waits, but the sends show it ({code})", rq.count)),
         None => (
             false,
-            and_steal(
+            and_pause(
                 &format!(
                     "a p99 of only {} waits — a few long ones, one spell of the host taking the CPU — and every send kept its schedule (no send-lag or late-send finding) while the kernel stamped every answer: no number moved",
                     rq.count
                 ),
-                run.steal.as_deref(),
+                run.paused.as_deref(),
             ),
         ),
     };
@@ -262,8 +269,8 @@ struct RunContext<'a> {
     window_us: f64,
     /// The engine chose the window (it follows the measured lateness).
     adaptive: bool,
-    /// What the hypervisor took, if anything ([`steal_clause`]).
-    steal: Option<String>,
+    /// What throttling or the hypervisor took, if anything ([`pause_clause`]).
+    paused: Option<String>,
 }
 
 /// Judge phase `p`'s send lag against `floor`, the host's jitter where its sends were due
@@ -275,7 +282,7 @@ fn send_lag(
     reasons: &mut Vec<Reason>,
     resolution: &mut Option<(f64, f64, Floor)>,
 ) {
-    let RunContext { limits, share, runqueue_max_ms, window_us, adaptive, ref steal } = *run;
+    let RunContext { limits, share, runqueue_max_ms, window_us, adaptive, ref paused } = *run;
     let (lag, lat) = (p.send_lag_ms.p99, p.latency_ms.p99);
     // The absolute limit blames the loader only when its own late sends (a connection was
     // free) are enough to set the p99: ≥ 1 % of the sends. Fewer, and the p99 is the waits
@@ -331,9 +338,9 @@ fn send_lag(
                 Some(max) if max >= lag && held_up(max) => format!(
                     "the shard threads' longest run-queue wait ({max:.2} ms) explains it: something else — another process, or the loader's own other threads — took their CPU when sends were due"
                 ),
-                _ => and_steal(
+                _ => and_pause(
                     "neither the loader's own work nor run-queue waits explain it: the loader was not running when its sends were due (stopped, throttled, or its host paused it)",
-                    steal.as_deref(),
+                    paused.as_deref(),
                 ),
             };
             reasons.push(reason(
@@ -437,7 +444,7 @@ fn late_sends(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason
     } else {
         "isolated pauses of the loader; their latency still counts from the due time".to_string()
     };
-    let why = and_steal(&why, steal_clause(s).as_deref());
+    let why = and_pause(&why, pause_clause(s).as_deref());
     let phases: Vec<&str> = late_phases().map(|p| p.name.as_str()).collect();
     reasons.push(reason(
         "late_sends",
@@ -487,7 +494,7 @@ fn tail(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
         Some(max) if max >= limits.runqueue_p99_ms => {
             format!("something else took the loader's CPU a few times (longest run-queue wait {max:.2} ms)")
         }
-        _ => and_steal("the host paused the loader a few times", steal_clause(s).as_deref()),
+        _ => and_pause("the host paused the loader a few times", pause_clause(s).as_deref()),
     };
     reasons.push(reason(
         "tail_own_delay",

@@ -51,6 +51,8 @@ pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
     let floor = floor::Floor::of(s);
     machine::judge(s, limits, &mut reasons);
     delay::judge(s, limits, &floor, &mut reasons);
+    let sends_late = delay::sends_show_it(&reasons).map(|r| r.code.clone());
+    machine::throttling(s, limits, sends_late.as_deref(), &mut reasons);
     machine::cpu(s, limits, &mut reasons);
     evidence::judge(s, limits, &mut reasons);
     machine::judge_capacity(s, limits, &mut reasons);

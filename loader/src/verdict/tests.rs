@@ -289,6 +289,47 @@ fn the_hypervisors_steal_on_the_loaders_cores_invalidates_like_throttling() {
 }
 
 #[test]
+fn throttling_that_made_sends_late_invalidates_under_its_own_limit() {
+    // CI: a 10 % quota on a loader using 8.5 % at 5,000 req/s for 8 s: throttled 17 ms in
+    // all, 37 of 30,000 sends more than 10 ms late, 20 ms of steal beside it.
+    let mut s = clean();
+    s.run.elapsed_s = 8.0;
+    (s.phases[0].sent, s.phases[0].late, s.phases[0].late_unpooled) = (30_000, 37, 37);
+    s.phases[0].late_unpooled_max_ms = Some(17.3);
+    s.phases[0].latency_ms.p99 = 0.05;
+    s.health.peaks.cgroup_throttled_ms = Some(17.0);
+    (s.health.peaks.steal_ms, s.health.peaks.steal_max_ms_per_s) = (Some(20.0), Some(10.0));
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["late_sends", "cgroup_throttled"]));
+    let (late, thr) = (&v.reasons[0], &v.reasons[1]);
+    assert!(
+        late.detail.contains("CPU-throttled 17 ms during the run") && !late.detail.contains("steal"),
+        "{}",
+        late.detail
+    );
+    assert!(
+        thr.invalidates && thr.side == LOADER && thr.detail.contains("sends show it (late_sends)"),
+        "{}",
+        thr.detail
+    );
+    assert!((thr.value.unwrap() - 2.125).abs() < 1e-9, "{:?}", thr.value);
+    // The same throttling with every send on time says nothing: no number moved.
+    let mut on_time = s.clone();
+    (on_time.phases[0].late, on_time.phases[0].late_unpooled) = (0, 0);
+    assert!(judge(&on_time, &Limits::default()).reasons.is_empty());
+    // Above the limit (100 ms in 8 s) it invalidates on its own, sends late or not.
+    on_time.health.peaks.cgroup_throttled_ms = Some(100.0);
+    let v = judge(&on_time, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["cgroup_throttled"]));
+    assert!(v.reasons[0].detail.contains("its CPU limit is too low"), "{}", v.reasons[0].detail);
+    // Without throttling, the late sends name the steal, and no throttling is invented.
+    s.health.peaks.cgroup_throttled_ms = Some(0.0);
+    let v = judge(&s, &Limits::default());
+    assert_eq!(codes(&v), ["late_sends"]);
+    assert!(v.reasons[0].detail.contains("steal"), "{}", v.reasons[0].detail);
+}
+
+#[test]
 fn lag_at_the_hosts_wake_up_jitter_is_a_resolution_note_not_saturation() {
     // Issue 9's clean 500/s run: send lag p99 0.30 ms inside a latency p99 of 0.58 ms, all of
     // it wake-up lateness (own work 0.01 ms), on a host whose sleeps wake 0.25 ms late (p99).
