@@ -377,11 +377,12 @@ fn three_calibrations_in_a_row_agree_within_15_percent() {
     // A lower bound is where the built-in target saturated first, and on this 2-core VM the
     // target's capacity moves with the hypervisor's load (CI: lower bounds 95k / 119k / 138k
     // while the target saturated at 100k / 107k / 145k; another CI run 102k and 76k beside a
-    // ceiling of 134k): a trio that disagrees and holds a lower bound may say that about the
-    // target, not the loader, and is run once more after a second of the host not stealing —
-    // the second trio is judged whatever it says. A trio of ceilings only (the loader's own)
+    // ceiling of 134k; another, lower bounds only, 160k / 145k / 119k, then 95k / 148k /
+    // 149k): a trio that disagrees and holds a lower bound may say that about the target, not
+    // the loader, and is run again after a second of the host not stealing, at most twice —
+    // the third trio is judged whatever it says. A trio of ceilings only (the loader's own)
     // gets no retry.
-    for attempt in 1..=2 {
+    for attempt in 1..=3 {
         figures.clear();
         for i in 1..=3 {
             let file = dir.join(format!("cert-{attempt}-{i}.json"));
@@ -397,7 +398,7 @@ fn three_calibrations_in_a_row_agree_within_15_percent() {
             figures.push((figure, lower));
         }
         let (_, worst) = spread(&figures);
-        if worst <= 0.15 || figures.iter().all(|&(_, lower)| !lower) {
+        if worst <= 0.15 || figures.iter().all(|&(_, lower)| !lower) || attempt == 3 {
             break;
         }
         let stolen = common::wait_for_a_quiet_host();

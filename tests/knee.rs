@@ -11,47 +11,69 @@ use common::{Target, loader_run, out_dir};
 fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
     let capacity = f64::from(workers) * 1000.0 / f64::from(delay_ms);
     let target = Target::start(&["--workers", &workers.to_string(), "--delay", &format!("{delay_ms}ms")]);
-    let out = out_dir(&format!("knee-{workers}x{delay_ms}"));
-    let junit = out.with_extension("junit.xml");
-    let _ = std::fs::remove_file(&junit);
-    let (output, summary) = loader_run(
-        &[
-            "--url",
-            &target.url(),
-            "--profile",
-            "step",
-            "--steps",
-            steps,
-            "--hold",
-            "3s",
-            "--ramp",
-            "500ms",
-            "--warmup",
-            "1s",
-            "--timeout",
-            "2s",
-            "--repeat",
-            "3",
-            "--no-probes",
-            "--junit",
-            junit.to_str().expect("a UTF-8 path"),
-        ],
-        &out,
-        Duration::from_secs(240),
-    );
-    // Steps above capacity fail their gates: exit 4 on trusted data. The subject here is where
-    // the knee is, not trust: a repeat the verdict found untrusted (exit 3; on this VM, the
-    // host's steal) still has to find it, and says why (an earlier repeat named by run).
-    let s = common::complete_run(&format!("knee-{workers}x{delay_ms}"), &output, &summary, &[4]);
-    let knees = s["capacity"]["knees"].as_array().expect("three knees");
-    assert_eq!(knees.len(), 3, "{}", s["capacity"]);
-    for k in knees {
-        let k = k.as_f64().unwrap_or_else(|| panic!("a run found no knee: {}", s["capacity"]));
-        assert!((k - capacity).abs() <= step + 1e-9, "knee {k} not within one step ({step}) of capacity {capacity}");
+    let name = format!("knee-{workers}x{delay_ms}");
+    let junit = out_dir(&name).with_extension("junit.xml");
+    // A knee needs the steps below capacity to pass, and on this VM a spell of the host's
+    // steal can starve the built-in target beside the loader (CI: latency p99 75 ms at half
+    // its capacity, every repeat untrusted for send lag the host explained, no knee found).
+    // The verdict says so; such a run is made once more after a quiet second of the host,
+    // and the second is judged whatever it says. A trusted run that misses gets no retry.
+    for attempt in 1..=2 {
+        let out = out_dir(&name);
+        let _ = std::fs::remove_file(&junit);
+        let (output, summary) = loader_run(
+            &[
+                "--url",
+                &target.url(),
+                "--profile",
+                "step",
+                "--steps",
+                steps,
+                "--hold",
+                "3s",
+                "--ramp",
+                "500ms",
+                "--warmup",
+                "1s",
+                "--timeout",
+                "2s",
+                "--repeat",
+                "3",
+                "--no-probes",
+                "--junit",
+                junit.to_str().expect("a UTF-8 path"),
+            ],
+            &out,
+            Duration::from_secs(240),
+        );
+        // Steps above capacity fail their gates: exit 4 on trusted data. The subject here is
+        // where the knee is, not trust: a repeat the verdict found untrusted (exit 3; on this
+        // VM, the host's steal) still has to find it, and says why (an earlier repeat named
+        // by run).
+        let s = common::complete_run(&name, &output, &summary, &[4]);
+        let knees = s["capacity"]["knees"].as_array().expect("three knees");
+        assert_eq!(knees.len(), 3, "{}", s["capacity"]);
+        let found = knees.iter().all(|k| k.as_f64().is_some_and(|k| (k - capacity).abs() <= step + 1e-9));
+        if !found && attempt == 1 && s["verdict"]["trusted"] == false {
+            let stolen = common::wait_for_a_quiet_host();
+            eprintln!(
+                "{name}: knees {} with the run untrusted (above): once more (steal in the last second waited: {stolen} ms)",
+                s["capacity"]["knees"]
+            );
+            continue;
+        }
+        for k in knees {
+            let k = k.as_f64().unwrap_or_else(|| panic!("a run found no knee: {}", s["capacity"]));
+            assert!(
+                (k - capacity).abs() <= step + 1e-9,
+                "knee {k} not within one step ({step}) of capacity {capacity}"
+            );
+        }
+        let max = s["capacity"]["max_sustainable"].as_f64().unwrap();
+        assert!((max - capacity).abs() <= step + 1e-9);
+        junit_matches_the_steps(&junit, s);
+        return;
     }
-    let max = s["capacity"]["max_sustainable"].as_f64().unwrap();
-    assert!((max - capacity).abs() <= step + 1e-9);
-    junit_matches_the_steps(&junit, s);
 }
 
 /// The JUnit export, read by a real XML parser: one test case per judged step of the (last)
