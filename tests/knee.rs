@@ -12,7 +12,6 @@ fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
     let capacity = f64::from(workers) * 1000.0 / f64::from(delay_ms);
     let target = Target::start(&["--workers", &workers.to_string(), "--delay", &format!("{delay_ms}ms")]);
     let name = format!("knee-{workers}x{delay_ms}");
-    let junit = out_dir(&name).with_extension("junit.xml");
     // A knee needs the steps below capacity to pass, and on this VM a spell of the host's
     // steal can starve the built-in target beside the loader (CI: latency p99 75 ms at half
     // its capacity, every repeat untrusted for send lag the host explained, no knee found).
@@ -20,6 +19,7 @@ fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
     // and the second is judged whatever it says. A trusted run that misses gets no retry.
     for attempt in 1..=2 {
         let out = out_dir(&name);
+        let junit = out.with_extension("junit.xml");
         let _ = std::fs::remove_file(&junit);
         let (output, summary) = loader_run(
             &[
