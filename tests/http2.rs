@@ -247,25 +247,21 @@ fn sleeps_of(pid: u32, name: &str) -> Option<u64> {
     None
 }
 
-/// With a send coming and streams free, the HTTP/2 shard sleeps through answers: it reads
-/// them when it wakes to send, each ending at its read's kernel receive stamp. So it sleeps
-/// about once per request, not twice (once for the send, once for the answer), and the
-/// latency is still the target's: 2 ms of delay, answers read up to 1 ms after they came.
-#[test]
-fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
-    let target = Target::start(&["--http2", "--delay", "2ms"]);
-    let out = out_dir("h2-quiet");
+/// `loader run ARGS --out OUT` against `url`, counting its shard's sleeps (voluntary
+/// context switches of `loader-shard-0`, read until the thread ends): (summary, sleeps).
+fn run_counting_sleeps(url: &str, args: &[&str], out: &std::path::Path) -> (serde_json::Value, u64) {
     let child = std::process::Command::new(common::loader_bin())
-        .args(["run", "--url", &target.url(), "--http2", "--rate", "1000", "--duration", "3s", "--warmup", "0s"])
-        .args(["--preflight", "0s", "--connections", "4", "--threads", "1", "--no-probes", "--plain", "--out"])
-        .arg(&out)
+        .args(["run", "--url", url, "--http2", "--warmup", "0s", "--preflight", "0s", "--threads", "1", "--plain"])
+        .args(args)
+        .arg("--out")
+        .arg(out)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("loader starts");
     let pid = child.id();
     let watcher = std::thread::spawn(move || {
-        // The shard's count, read until the thread ends (bounded: the run takes ~4 s).
+        // Bounded: the runs take a few seconds.
         let (mut last, started) = (None, std::time::Instant::now());
         while started.elapsed() < Duration::from_secs(30) {
             match sleeps_of(pid, "loader-shard-0") {
@@ -279,7 +275,20 @@ fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
     });
     let output = common::wait_bounded(child, Duration::from_secs(30));
     let sleeps = watcher.join().unwrap().unwrap_or_else(|| panic!("no shard thread seen: {}", common::show(&output)));
-    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let summary = std::fs::read(out.join("summary.json")).unwrap_or_else(|e| panic!("{e}: {}", common::show(&output)));
+    (serde_json::from_slice(&summary).unwrap(), sleeps)
+}
+
+/// With a send coming and streams free, the HTTP/2 shard sleeps through answers: it reads
+/// them when it wakes to send, each ending at its read's kernel receive stamp. So it sleeps
+/// about once per request, not twice (once for the send, once for the answer), and the
+/// latency is still the target's: 2 ms of delay, answers read up to 1 ms after they came.
+#[test]
+fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
+    let target = Target::start(&["--http2", "--delay", "2ms"]);
+    let out = out_dir("h2-quiet");
+    let args = ["--rate", "1000", "--duration", "3s", "--connections", "4", "--no-probes"];
+    let (s, sleeps) = run_counting_sleeps(&target.url(), &args, &out);
     let main = phase(&s, "main");
     assert_eq!(u(&main["ok"]), 3000, "{main}");
     let per_request = sleeps as f64 / 3000.0;
@@ -290,6 +299,34 @@ fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
     assert!((1000..=sleeps).contains(&wakes), "{wakes} timer wake-ups in the phase, {sleeps} sleeps");
     let p50 = f(&main["latency_ms"]["p50"]);
     assert!((2.0..2.5).contains(&p50), "p50 {p50} ms against a 2 ms delay: answers keep their arrival time");
+}
+
+/// Four streams in flight on one connection: two answers could share a read. With the
+/// probes following the connection's TCP segments (`rx_segments`), each answer still gets
+/// the arrival of the segment that carried its last byte, so the shard sleeps through them
+/// (about one sleep per request, as with one stream; waking for each answer made it two) and
+/// the latency stays the target's 2 ms though answers are read up to 0.5 ms after they came.
+#[test]
+fn answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_shard() {
+    let test = "answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_shard";
+    if common::root_or_skip(test).is_none() {
+        return;
+    }
+    let target = Target::start(&["--http2", "--delay", "2ms"]);
+    let out = out_dir("h2-segments");
+    let _one = common::one_run_at_a_time();
+    let args = ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "1"];
+    let (s, sleeps) = run_counting_sleeps(&target.url(), &args, &out);
+    assert_eq!(s["probes"]["available"], true, "the probes run as root: {}", s["probes"]["unavailable_reason"]);
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 6000, "{main}");
+    let run = &s["run"];
+    assert_eq!(u(&run["stamps_by_segment"]), 6000, "every answer stamped by its segment: {run}");
+    assert_eq!(u(&run["segment_follow_lost"]), 0, "{run}");
+    let per_request = sleeps as f64 / 6000.0;
+    assert!(per_request < 1.4, "the shard slept {sleeps} times for 6,000 requests ({per_request:.2} each)");
+    let p50 = f(&main["latency_ms"]["p50"]);
+    assert!((2.0..2.2).contains(&p50), "p50 {p50} ms against a 2 ms delay: answers keep their arrival time");
 }
 
 #[test]

@@ -143,6 +143,8 @@ pub fn merge(parts: &[Part]) -> anyhow::Result<(Summary, Vec<[Histogram<u64>; 3]
     r.connections_opened = parts.iter().map(|p| p.summary.run.connections_opened).sum();
     r.connect_failures = parts.iter().map(|p| p.summary.run.connect_failures).sum();
     r.retried_on_stale_connection = parts.iter().map(|p| p.summary.run.retried_on_stale_connection).sum();
+    r.stamps_by_segment = parts.iter().map(|p| p.summary.run.stamps_by_segment).sum();
+    r.segment_follow_lost = parts.iter().map(|p| p.summary.run.segment_follow_lost).sum();
     r.abandoned = parts.iter().map(|p| p.summary.run.abandoned).sum();
     r.connect_no_port = parts.iter().map(|p| p.summary.run.connect_no_port).sum();
     r.elapsed_s = parts.iter().map(|p| p.summary.run.elapsed_s).fold(0.0, f64::max);

@@ -76,6 +76,17 @@ pub mod names {
     /// by `enum skb_drop_reason`.
     pub const DROP_COUNTS: &str = "DROP_COUNTS";
 
+    /// `tcp:tcp_probe` program: the arrival of every data segment on the connections user
+    /// space registered in [`RX_SEGMENT_SOCKS`], for per-answer receive stamps.
+    pub const RX_SEGMENTS_PROGRAM: &str = "rx_segments";
+    /// Global ([`TcpProbeLayout`](crate::TcpProbeLayout)) of `tcp:tcp_probe`.
+    pub const TCP_PROBE_LAYOUT: &str = "TCP_PROBE_LAYOUT";
+    /// Hash map `socket cookie (u64) → slot (u32)` of [`RX_SEGMENTS`], kept by user space.
+    pub const RX_SEGMENT_SOCKS: &str = "RX_SEGMENT_SOCKS";
+    /// Memory-mapped array of [`SegmentRing`](crate::SegmentRing), one per registered
+    /// connection ([`RX_SEGMENT_SLOTS`](crate::RX_SEGMENT_SLOTS) of them).
+    pub const RX_SEGMENTS: &str = "RX_SEGMENTS";
+
     /// `sched:sched_wakeup` program: wake-up time of loader threads.
     pub const RUNQ_WAKEUP_PROGRAM: &str = "runq_wakeup";
     /// `sched:sched_wakeup_new` program: first wake-up of threads the loader creates.
@@ -402,6 +413,44 @@ impl SockEventLayout {
     pub const SEND_RESET_6_18: Self = Self { skaddr: 16, state: 24 };
 }
 
+/// Where `tcp:tcp_probe`'s fields are.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpProbeLayout {
+    /// Offset of `__u16 data_len` (the segment's payload bytes).
+    pub data_len: u32,
+    /// Offset of `__u64 sock_cookie`.
+    pub sock_cookie: u32,
+}
+
+impl TcpProbeLayout {
+    /// Linux 6.18.
+    pub const LINUX_6_18: Self = Self { data_len: 76, sock_cookie: 112 };
+}
+
+/// Data segments a [`SegmentRing`] remembers (a power of two).
+pub const SEGMENTS: usize = 64;
+
+/// Connections whose segments can be recorded at once (entries of `RX_SEGMENTS`).
+pub const RX_SEGMENT_SLOTS: u32 = 1024;
+
+/// The last [`SEGMENTS`] data segments one connection received, as `tcp:tcp_probe` saw them:
+/// `end[i]` is the byte count received on the connection up to and including the segment,
+/// `at[i]` its arrival (`bpf_ktime_get_ns`, CLOCK_MONOTONIC), at index `n % SEGMENTS` for the
+/// `n`-th segment. `count` is written last; user space reads it first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentRing {
+    /// Segments recorded since the slot was cleared.
+    pub count: u64,
+    /// Payload bytes received since then.
+    pub bytes: u64,
+    /// Cumulative byte count at each segment's end.
+    pub end: [u64; SEGMENTS],
+    /// Each segment's arrival, ns.
+    pub at: [u64; SEGMENTS],
+}
+
 /// Where `skb:kfree_skb`'s fields are.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -499,6 +548,12 @@ unsafe impl aya::Pod for SockEventLayout {}
 // SAFETY: as above.
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for KfreeSkbLayout {}
+
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for TcpProbeLayout {}
+
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for SegmentRing {}
 // SAFETY: as above.
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for SchedWakeupLayout {}

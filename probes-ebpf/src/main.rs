@@ -21,6 +21,8 @@ mod resets;
 #[cfg(target_arch = "bpf")]
 mod runqueue;
 #[cfg(target_arch = "bpf")]
+mod rx_segments;
+#[cfg(target_arch = "bpf")]
 mod syn_retransmits;
 #[cfg(target_arch = "bpf")]
 mod tcp_states;

@@ -291,7 +291,9 @@ fn run_once(
             let loaded = if !plan.probes {
                 Err("disabled with --no-probes".to_string())
             } else {
-                Probes::start(std::process::id()).map(Box::new).map_err(|e| {
+                // h2c answers are stamped by segment (see `engine::segments`).
+                let segments = plan.http2.is_some() && plan.target.tls.is_none();
+                Probes::start_with_segments(std::process::id(), segments).map(Box::new).map_err(|e| {
                     let why = crate::error::one_line(&e);
                     eprintln!("loader: probes unavailable: {why}");
                     why

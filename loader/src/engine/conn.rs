@@ -95,6 +95,10 @@ pub struct Conn {
     pub tls: Option<Box<Tls>>,
     /// HTTP/2 state (h2c runs only), while the socket is open.
     pub(in crate::engine) h2: Option<Box<super::shard::H2Link>>,
+    /// The socket's segments followed by the probes (h2c runs with probes), and how many
+    /// reads in a row the record disagreed with ([`super::segments`]).
+    pub(in crate::engine) followed: Option<super::segments::Followed>,
+    pub(in crate::engine) followed_misses: u8,
     /// Largest response head kept while it arrives.
     max_head: usize,
 }
@@ -122,6 +126,8 @@ impl Conn {
             retry: None,
             tls: None,
             h2: None,
+            followed: None,
+            followed_misses: 0,
             max_head: limits.max_head,
         }
     }

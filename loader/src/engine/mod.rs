@@ -24,6 +24,7 @@ pub mod keys;
 pub mod pace;
 mod pool;
 mod rxtime;
+pub mod segments;
 mod shard;
 pub mod tls;
 pub mod wakeup;
@@ -61,6 +62,11 @@ impl Clock {
     /// The zero instant.
     pub fn start(&self) -> Instant {
         self.start
+    }
+
+    /// A `CLOCK_MONOTONIC` time (ns) on this clock; 0 before the start.
+    pub fn of_monotonic(&self, mono_ns: u64) -> u64 {
+        mono_ns.saturating_sub(self.start_mono_ns)
     }
 
     /// Nanoseconds since start; 0 before it.
@@ -157,6 +163,9 @@ pub struct ShardConfig {
     pub retry_non_idempotent: bool,
     /// Speak HTTP/2 (`--http2`): the shard runs [`http2`] instead of the HTTP/1.1 ring.
     pub http2: Option<Arc<http2::Http2>>,
+    /// The probes' record of each received segment (`None`: probes off), which lets an h2c
+    /// shard stamp each answer exactly without waking for it ([`segments`]).
+    pub segments: Option<Arc<segments::Segments>>,
 }
 
 /// The run's requests, encoded once, shared read-only by every shard.

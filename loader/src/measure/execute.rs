@@ -82,6 +82,7 @@ pub(super) fn execute<'m>(
             limits: plan.limits,
             retry_non_idempotent: plan.retry_non_idempotent,
             http2: http2.clone(),
+            segments: probes.as_deref().and_then(Probes::segments),
         };
         let ended_tx = ended_tx.clone();
         let handle = thread::Builder::new()

@@ -20,6 +20,7 @@ use super::{
     kernel_log::{self, KernelLog},
     privilege, probe,
     runqueue::{self, RunqueueReader},
+    rx_segments,
     series::Series,
     sock_events::SockEventsReader,
     tcp_states::TcpStatesReader,
@@ -69,6 +70,8 @@ const WAKEUP_NEW: Hook = Hook {
 };
 const SWITCH: Hook =
     Hook { program: names::RUNQ_SWITCH_PROGRAM, category: "sched", name: "sched_switch", full: "sched:sched_switch" };
+const TCP_PROBE: Hook =
+    Hook { program: names::RX_SEGMENTS_PROGRAM, category: "tcp", name: "tcp_probe", full: "tcp:tcp_probe" };
 
 impl Hook {
     /// The tracepoint's format file text.
@@ -105,7 +108,7 @@ impl Hook {
 
 impl Probes {
     /// [`Probes::start`] with the typed error.
-    pub fn try_start(tgid: u32) -> Result<Probes, Unavailable> {
+    pub fn try_start(tgid: u32, with_segments: bool) -> Result<Probes, Unavailable> {
         if OBJECT.is_empty() {
             return Err(Unavailable::NoObject);
         }
@@ -122,6 +125,7 @@ impl Probes {
         let kfree_skb = KFREE_SKB.layout(&root, tracefs::kfree_skb_layout);
         let wakeup = WAKEUP.layout(&root, tracefs::sched_wakeup_layout);
         let switch = SWITCH.layout(&root, tracefs::sched_switch_layout);
+        let tcp_probe = TCP_PROBE.layout(&root, tracefs::tcp_probe_layout);
 
         let mut loader = EbpfLoader::new();
         loader.override_global(names::TARGET_TGID, &tgid, true);
@@ -151,6 +155,9 @@ impl Probes {
         }
         if let Ok(layout) = &switch {
             loader.override_global(names::SWITCH_LAYOUT, layout, true);
+        }
+        if let Ok(layout) = &tcp_probe {
+            loader.override_global(names::TCP_PROBE_LAYOUT, layout, true);
         }
         let mut ebpf = loader.load(OBJECT).map_err(Unavailable::Load)?;
         // Without it the programs' records stay in their ring buffer; every probe still runs.
@@ -238,6 +245,18 @@ impl Probes {
             return Err(first_error.unwrap_or(Unavailable::MissingFromObject { item: "any program" }));
         }
 
+        // Per-answer receive stamps for h2c: optional, the engine does without (less cheaply).
+        let segments = tcp_probe
+            .map_err(|e| e.to_string())
+            .and_then(|layout| if with_segments { Ok(layout) } else { Err("not asked for".into()) })
+            .and_then(|_| rx_segments::start(&mut ebpf, |ebpf| TCP_PROBE.attach(ebpf)))
+            .map_err(|why| {
+                if with_segments {
+                    log::info!("per-segment receive stamps unavailable: {why}");
+                }
+            })
+            .ok();
+
         let reason_names = kfree_skb_format.map(|f| tracefs::symbolic_names(&f, "reason")).unwrap_or_default();
         Ok(Probes {
             tcp_states: TcpStatesReader::take(&mut ebpf)?,
@@ -255,6 +274,7 @@ impl Probes {
             misses_at_reset: BTreeMap::new(),
             series: Series::new(),
             mounted_tracefs: mounted_now,
+            segments,
             kernel_log,
         })
     }

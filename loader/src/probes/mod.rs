@@ -57,6 +57,7 @@ mod loss;
 mod privilege;
 mod readings;
 mod runqueue;
+mod rx_segments;
 mod series;
 mod sock_events;
 mod tcp_states;
@@ -153,6 +154,8 @@ pub struct Probes {
     series: Series,
     /// True when start-up found tracefs unmounted and mounted it.
     mounted_tracefs: bool,
+    /// The record of each segment the run's h2c connections receive (`rx_segments.rs`).
+    segments: Option<std::sync::Arc<crate::engine::segments::Segments>>,
     /// The programs' own log, forwarded to the `log` facade at debug and trace only. Last,
     /// so it is dropped (and drained) after the programs detach.
     #[expect(dead_code, reason = "held for its drop, which stops the reader thread")]
@@ -179,12 +182,24 @@ pub enum ReadError {
 }
 
 impl Probes {
+    /// The segment record for the engine's per-answer receive stamps, when it attached.
+    pub fn segments(&self) -> Option<std::sync::Arc<crate::engine::segments::Segments>> {
+        self.segments.clone()
+    }
+
     /// Load and attach the probes, filtered to process `tgid` (the loader's
     /// `std::process::id()`; all its threads share it). Fails only when no probe can run;
     /// the [`Unavailable`] error says why. Probes that could not start are in
     /// [`Probes::availability`].
     pub fn start(tgid: u32) -> Result<Probes, Unavailable> {
-        Self::try_start(tgid)
+        Self::try_start(tgid, false)
+    }
+
+    /// [`Probes::start`], and with `segments` also the record of each data segment the run's
+    /// h2c connections receive ([`Probes::segments`]; it runs for every TCP segment on the
+    /// host, so only runs that use it attach it).
+    pub fn start_with_segments(tgid: u32, segments: bool) -> Result<Probes, Unavailable> {
+        Self::try_start(tgid, segments)
     }
 
     /// Start counting again from zero, as if just loaded — for the runs of `--repeat`, which

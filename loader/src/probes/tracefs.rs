@@ -12,7 +12,9 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use probes_ebpf::{KfreeSkbLayout, NO_FIELD, SchedSwitchLayout, SchedWakeupLayout, SetStateLayout, SockEventLayout};
+use probes_ebpf::{
+    KfreeSkbLayout, NO_FIELD, SchedSwitchLayout, SchedWakeupLayout, SetStateLayout, SockEventLayout, TcpProbeLayout,
+};
 
 /// Where tracefs is usually mounted, in aya's order of preference.
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -142,6 +144,14 @@ pub(crate) fn sock_event_layout(format: &str, with_state: bool) -> Result<SockEv
     let skaddr = field(&fields, "skaddr", &[8])?.offset;
     let state = if with_state { field(&fields, "state", &[4])?.offset } else { NO_FIELD };
     Ok(SockEventLayout { skaddr, state })
+}
+
+/// The layout of `tcp:tcp_probe`: a 2-byte `data_len` and an 8-byte `sock_cookie`.
+pub(crate) fn tcp_probe_layout(format: &str) -> Result<TcpProbeLayout, String> {
+    let fields = parse_fields(format);
+    let data_len = field(&fields, "data_len", &[2])?.offset;
+    let sock_cookie = field(&fields, "sock_cookie", &[8])?.offset;
+    Ok(TcpProbeLayout { data_len, sock_cookie })
 }
 
 /// The layout of `skb:kfree_skb`: an 8-byte `rx_sk` (Linux 6.11+) and a 4-byte `reason`.

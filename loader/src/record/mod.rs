@@ -176,6 +176,11 @@ pub struct ShardRecord {
     pub connect_failures: u64,
     /// Requests sent again on a fresh connection after a reused one turned out closed.
     pub retried_on_stale_connection: u64,
+    /// HTTP/2 answers stamped with the arrival of the segment that carried their last byte
+    /// (the probes' segment record) rather than their read's stamp.
+    pub stamps_by_segment: u64,
+    /// Connections whose segment record disagreed with the kernel's stamps and was let go.
+    pub segment_follow_lost: u64,
     /// Requests recorded as `aborted` (in flight or waiting when a stopped run gave up).
     pub abandoned: u64,
     /// Connects that failed for want of a local port (`EADDRNOTAVAIL`): the loader itself
@@ -252,6 +257,8 @@ impl ShardRecord {
             wake_lateness: histogram(),
             details: ErrorDetail::default(),
             retried_on_stale_connection: 0,
+            stamps_by_segment: 0,
+            segment_follow_lost: 0,
             tls: TlsRecord::new(),
             rows: Vec::new(),
         }
@@ -437,6 +444,8 @@ impl ShardRecord {
         self.wake_lateness.add(&other.wake_lateness).expect("same bounds");
         self.details.merge(&other.details);
         self.retried_on_stale_connection += other.retried_on_stale_connection;
+        self.stamps_by_segment += other.stamps_by_segment;
+        self.segment_follow_lost += other.segment_follow_lost;
         self.tls.merge(&other.tls);
         if self.rows.len() < other.rows.len() {
             self.rows.resize(other.rows.len(), 0);

@@ -174,6 +174,8 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             connections_opened: rec.connections_opened,
             connect_failures: rec.connect_failures,
             retried_on_stale_connection: rec.retried_on_stale_connection,
+            stamps_by_segment: rec.stamps_by_segment,
+            segment_follow_lost: rec.segment_follow_lost,
             abandoned: rec.abandoned,
             connect_no_port: rec.connect_no_port,
             wake_window_us: plan.pace().batch_ns as f64 / 1000.0,

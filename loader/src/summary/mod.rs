@@ -171,6 +171,15 @@ pub struct RunInfo {
     pub connect_failures: u64,
     /// Requests re-sent once after a stale keep-alive connection.
     pub retried_on_stale_connection: u64,
+    /// HTTP/2 answers stamped with the arrival of the TCP segment that carried their last
+    /// byte (the probes follow each h2c connection's segments), so the shard need not wake
+    /// for each answer on a connection with several streams. 0 without the probes.
+    #[serde(default)]
+    pub stamps_by_segment: u64,
+    /// Connections no longer followed because their segment record disagreed with the
+    /// kernel's receive stamps (their answers then wake the shard again).
+    #[serde(default)]
+    pub segment_follow_lost: u64,
     /// Requests in flight or waiting when a stopped run stopped waiting for them (the same
     /// as the phases' `errors.aborted`, summed).
     #[serde(default)]

@@ -98,6 +98,7 @@ impl Shard {
             conn.ops += 1;
             conn.generation
         };
+        self.follow_segments(c);
         let addr = self.sockaddr.as_ptr().cast::<libc::sockaddr>();
         let entry = opcode::Connect::new(types::Fd(fd), addr, self.sockaddr.len())
             .build()
@@ -234,6 +235,9 @@ impl Shard {
 
     /// Move a connection on once its outstanding operations allow.
     pub(super) fn settle(&mut self, c: usize) {
+        if self.conns[c].state == State::Closing && self.conns[c].ops == 0 {
+            self.unfollow_segments(c);
+        }
         let conn = &mut self.conns[c];
         match conn.state {
             State::Closing if conn.ops == 0 => {

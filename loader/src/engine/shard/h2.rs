@@ -8,7 +8,9 @@
 //! on one connection leave in one `send`), reading frames as they land in the provided
 //! buffers, and the requests a server did not process, sent again before their deadline.
 //! While a connection carries two or more streams the shard wakes for answers rather than
-//! sleeping through them: two answers in one read would both get the later one's stamp.
+//! sleeping through them — two answers in one read would both get the later one's stamp —
+//! unless the probes follow its segments (`stamps.rs`): then each answer gets the arrival
+//! of the segment that carried its last byte, and the shard sleeps through them.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -20,7 +22,7 @@ use crate::record::ErrorClass;
 
 /// One connection's HTTP/2 side: its frames, and the bytes the kernel is writing.
 pub(in crate::engine) struct H2Link {
-    wire: Wire,
+    pub(super) wire: Wire,
     /// Handed to a `send` (the kernel reads it until the send completes).
     writing: Vec<u8>,
     written: usize,
@@ -45,11 +47,27 @@ pub(super) struct H2Mode {
     /// Connections that went away (GOAWAY) and are not replaced yet: each opens a new one
     /// as soon as a slot is closed, rather than when a request finds no stream.
     replace: u32,
+    /// The probes' record of each segment received (`stamps.rs`), when they run.
+    pub(super) segments: Option<Arc<crate::engine::segments::Segments>>,
+    /// This read's answers' arrivals by that record, one per event (`None`: the read's stamp).
+    arrivals: Vec<Option<u64>>,
 }
 
 impl H2Mode {
-    pub(super) fn new(h2: Arc<crate::engine::http2::Http2>) -> H2Mode {
-        H2Mode { h2, retries: VecDeque::new(), events: Vec::new(), expired: Vec::new(), dirty: Vec::new(), replace: 0 }
+    pub(super) fn new(
+        h2: Arc<crate::engine::http2::Http2>,
+        segments: Option<Arc<crate::engine::segments::Segments>>,
+    ) -> H2Mode {
+        H2Mode {
+            h2,
+            retries: VecDeque::new(),
+            events: Vec::new(),
+            expired: Vec::new(),
+            dirty: Vec::new(),
+            replace: 0,
+            segments,
+            arrivals: Vec::new(),
+        }
     }
 }
 
@@ -297,11 +315,14 @@ impl Shard {
         if went_away {
             mode.replace += 1;
         }
-        for e in events.drain(..) {
-            self.on_stream_end(e, stamp, now);
+        let mut arrivals = std::mem::take(&mut mode.arrivals);
+        self.arrivals(c, stamp, now, &mut arrivals);
+        for (i, e) in events.drain(..).enumerate() {
+            self.on_stream_end(e, stamp, arrivals.get(i).copied().flatten(), now);
         }
         if let Some(mode) = self.h2.as_mut() {
             mode.events = events;
+            mode.arrivals = arrivals;
         }
         if let Err(e) = fed {
             self.break_h2(c, e.class, e.message, now);
@@ -320,10 +341,15 @@ impl Shard {
     }
 
     /// A stream ended; `stamp`: the kernel's receive stamp of the read that ended it.
-    fn on_stream_end(&mut self, e: Event, stamp: Option<u64>, now: u64) {
+    /// A stream ended: `arrived` is when the segment with its last byte arrived (run clock, by
+    /// the segment record), else `stamp` the read's kernel stamp, else `now`.
+    fn on_stream_end(&mut self, e: Event, stamp: Option<u64>, arrived: Option<u64>, now: u64) {
         match e {
             Event::Answered { f, status, grpc } => {
-                let done = stamp.map_or(now, |s| self.realtime.run_time(s, f.sent_ns, now));
+                let done = match arrived {
+                    Some(at) => at.clamp(f.sent_ns, now.max(f.sent_ns)),
+                    None => stamp.map_or(now, |s| self.realtime.run_time(s, f.sent_ns, now)),
+                };
                 let ok = match grpc {
                     // (A gRPC call answered with an HTTP error status is that HTTP error.)
                     Some((code, message)) if status == 200 => {
@@ -425,7 +451,8 @@ impl Shard {
         for conn in &self.conns {
             let Some(link) = conn.h2.as_ref().filter(|_| conn.state == State::Idle) else { continue };
             free += usize::from(link.wire.free(max) > 0);
-            crowded |= link.wire.active() >= 2;
+            // A followed connection's answers keep their own stamps however late they are read.
+            crowded |= link.wire.active() >= 2 && conn.followed.is_none();
         }
         (free, crowded)
     }

@@ -33,6 +33,7 @@ mod connections;
 mod h2;
 mod requests;
 mod ring;
+mod stamps;
 pub(in crate::engine) mod timers;
 mod tls;
 
@@ -185,7 +186,7 @@ impl Shard {
             requests: cfg.requests,
             tls: cfg.tls,
             keepalive: cfg.keepalive,
-            h2: cfg.http2.map(h2::H2Mode::new),
+            h2: cfg.http2.map(|h| h2::H2Mode::new(h, cfg.segments.clone())),
             limits: cfg.limits,
             retry_non_idempotent: cfg.retry_non_idempotent,
             timeout_ns: cfg.timeout.as_nanos() as u64,

@@ -156,6 +156,11 @@ pub struct Wire {
     conn_unacked: u32,
     limits: Limits,
     grpc: bool,
+    /// Bytes fed so far (every byte the connection received).
+    fed: u64,
+    /// For each event the last [`Wire::feed`] pushed, in order: the byte count received on the
+    /// connection at the end of the frame that caused it (which segment carried it).
+    pub ends: Vec<u64>,
 }
 
 impl Wire {
@@ -178,6 +183,8 @@ impl Wire {
             conn_unacked: 0,
             limits,
             grpc,
+            fed: 0,
+            ends: Vec::new(),
         };
         w.out.extend_from_slice(PREFACE);
         let mut settings = Vec::with_capacity(12);

@@ -10,21 +10,32 @@ impl Wire {
     /// `Err`: the connection broke the protocol; the streams still open are the caller's to
     /// fail ([`Wire::take_all`]).
     pub fn feed(&mut self, data: &[u8], events: &mut Vec<Event>) -> Result<(), ConnError> {
+        self.fed += data.len() as u64;
+        self.ends.clear();
+        let pushed = events.len();
         if self.carry.is_empty() {
-            let used = self.frames(data, events)?;
+            let used = self.frames(data, events, pushed)?;
             self.carry.extend_from_slice(&data[used..]);
             return Ok(());
         }
         let mut carry = std::mem::take(&mut self.carry);
         carry.extend_from_slice(data);
-        let used = self.frames(&carry, events)?;
+        let used = self.frames(&carry, events, pushed)?;
         carry.drain(..used);
         self.carry = carry;
         Ok(())
     }
 
-    /// Handle the whole frames at the front of `data`; how many bytes they took.
-    fn frames(&mut self, data: &[u8], events: &mut Vec<Event>) -> Result<usize, ConnError> {
+    /// Bytes fed so far: every byte the connection received.
+    pub fn fed(&self) -> u64 {
+        self.fed
+    }
+
+    /// Handle the whole frames at the front of `data` (which ends with the last byte fed);
+    /// how many bytes they took. Events from `pushed` on are this feed's.
+    fn frames(&mut self, data: &[u8], events: &mut Vec<Event>, pushed: usize) -> Result<usize, ConnError> {
+        // The byte count received at the start of `data`.
+        let base = self.fed - data.len() as u64;
         let mut at = 0;
         while data.len() - at >= 9 {
             let h = &data[at..at + 9];
@@ -43,6 +54,8 @@ impl Wire {
             let payload = &data[at + 9..at + 9 + len];
             at += 9 + len;
             self.on_frame(kind, flags, stream, payload, events)?;
+            let end = base + at as u64;
+            self.ends.resize(events.len() - pushed, end);
         }
         Ok(at)
     }

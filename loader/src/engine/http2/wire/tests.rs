@@ -119,6 +119,33 @@ fn streams_answer_in_any_order_and_frames_may_be_cut_anywhere() {
 }
 
 #[test]
+fn each_ended_stream_says_where_on_the_connection_its_last_frame_ended() {
+    let answers = [
+        frame(SETTINGS, 0, 0, &[]),
+        frame(HEADERS, END_STREAM | END_HEADERS, 3, &[0x8d]),
+        frame(HEADERS, END_HEADERS, 1, &[0x88]),
+        frame(DATA, END_STREAM, 1, b"hello"),
+    ];
+    let sizes: Vec<u64> = answers.iter().map(|f| f.len() as u64).collect();
+    let wire_bytes = answers.concat();
+    // Whole, and cut so that the second answer's last frame ends in a later chunk.
+    for step in [wire_bytes.len(), 20, 7] {
+        let mut w = wire(false);
+        w.open(flight(10), &[0x82], &Bytes::new());
+        w.open(flight(10), &[0x82], &Bytes::new());
+        let mut ends = Vec::new();
+        for piece in wire_bytes.chunks(step) {
+            let mut events = Vec::new();
+            w.feed(piece, &mut events).unwrap();
+            assert_eq!(w.ends.len(), events.len(), "step {step}: an end per event");
+            ends.extend_from_slice(&w.ends);
+        }
+        assert_eq!(w.fed(), wire_bytes.len() as u64);
+        assert_eq!(ends, [sizes[0] + sizes[1], sizes.iter().sum::<u64>()], "step {step}");
+    }
+}
+
+#[test]
 fn grpc_status_comes_from_trailers_or_a_trailers_only_head() {
     let mut w = wire(true);
     for _ in 0..3 {

@@ -1,0 +1,67 @@
+//! Each h2c answer's arrival from the probes' segment record (`engine::segments`), so the
+//! shard can sleep through answers on a connection that carries several streams.
+//!
+//! A socket is followed from its creation (before it connects, so the record counts every
+//! byte the connection receives, as the frame reader does) until it closes. After each read
+//! the record's arrival for the read's last byte is compared with the read's own kernel stamp:
+//! the same segment seen twice. If they differ by more than `segments::AGREE_NS` the read's
+//! answers keep the read's stamp; two such reads in a row and the connection is no longer
+//! followed (`run.segment_follow_lost`), so the shard wakes for its answers again.
+
+use super::*;
+use crate::engine::segments::AGREE_NS;
+
+/// Reads in a row whose record disagrees with the kernel's stamp before a connection is
+/// no longer followed.
+const MISSES: u8 = 2;
+
+impl Shard {
+    /// Follow the new socket of `c` (h2c with the probes loaded); best effort.
+    pub(super) fn follow_segments(&mut self, c: usize) {
+        let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.as_ref()) else { return };
+        let conn = &mut self.conns[c];
+        conn.followed = segments.follow(conn.raw_fd());
+        conn.followed_misses = 0;
+    }
+
+    /// `c`'s socket is closing: stop following it.
+    pub(super) fn unfollow_segments(&mut self, c: usize) {
+        if let Some(followed) = self.conns[c].followed.take()
+            && let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.as_ref())
+        {
+            segments.release(followed);
+        }
+    }
+
+    /// The arrivals (run clock) of the answers the last read on `c` ended, one per event in
+    /// `wire.ends`, into `out`; left empty when `c` is not followed or the record does not
+    /// agree with `stamp`, the read's kernel stamp.
+    pub(super) fn arrivals(&mut self, c: usize, stamp: Option<u64>, now: u64, out: &mut Vec<Option<u64>>) {
+        out.clear();
+        let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.clone()) else { return };
+        let (followed, fed) = match (self.conns[c].followed, self.conns[c].h2.as_ref()) {
+            (Some(followed), Some(link)) => (followed, link.wire.fed()),
+            _ => return,
+        };
+        let clock = self.clock;
+        let last = segments.arrival(followed, fed).map(|at| clock.of_monotonic(at));
+        let read = stamp.map(|s| self.realtime.run_time(s, 0, now));
+        let agree = matches!((last, read), (Some(a), Some(b)) if a.abs_diff(b) <= AGREE_NS);
+        let conn = &mut self.conns[c];
+        if !agree {
+            conn.followed_misses += 1;
+            if conn.followed_misses >= MISSES {
+                self.record.segment_follow_lost += 1;
+                self.unfollow_segments(c);
+            }
+            return;
+        }
+        conn.followed_misses = 0;
+        if let Some(link) = conn.h2.as_ref() {
+            out.extend(
+                link.wire.ends.iter().map(|&end| segments.arrival(followed, end).map(|at| clock.of_monotonic(at))),
+            );
+        }
+        self.record.stamps_by_segment += out.iter().flatten().count() as u64;
+    }
+}
