@@ -340,14 +340,16 @@ impl Shard {
         self.flush_stream(c);
     }
 
-    /// A stream ended; `stamp`: the kernel's receive stamp of the read that ended it.
     /// A stream ended: `arrived` is when the segment with its last byte arrived (run clock, by
     /// the segment record), else `stamp` the read's kernel stamp, else `now`.
     fn on_stream_end(&mut self, e: Event, stamp: Option<u64>, arrived: Option<u64>, now: u64) {
         match e {
             Event::Answered { f, status, grpc } => {
                 let done = match arrived {
-                    Some(at) => at.clamp(f.sent_ns, now.max(f.sent_ns)),
+                    Some(at) => {
+                        self.record.stamps_by_segment += 1;
+                        at.clamp(f.sent_ns, now.max(f.sent_ns))
+                    }
                     None => stamp.map_or(now, |s| self.realtime.run_time(s, f.sent_ns, now)),
                 };
                 let ok = match grpc {

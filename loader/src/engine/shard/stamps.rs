@@ -62,6 +62,5 @@ impl Shard {
                 link.wire.ends.iter().map(|&end| segments.arrival(followed, end).map(|at| clock.of_monotonic(at))),
             );
         }
-        self.record.stamps_by_segment += out.iter().flatten().count() as u64;
     }
 }
