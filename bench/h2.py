@@ -11,10 +11,12 @@ latency from the intended send time, but the same requests at the same rate). CP
 the tool's user + system time (getrusage of the child, as bench/harness.py measures it); the
 figure compared is answered requests per CPU-second (the loader's over every phase, its 1 s
 warm-up included, as its CPU time covers it), against h2load at the same rate. The loader's
-own verdict is printed for each of its runs.
+own verdict is printed for each of its runs. With --h2load-pacing the loader also runs at
+each fixed rate with --send-ahead 1ms (sends up to 1 ms early, each measured from when it
+left): h2load's own millisecond pacing, for a comparison at equal pacing.
 
 usage: bench/h2.py [--rounds 3] [--duration 10] [--connections 8] [--streams 10]
-                   [--rates max,10000,40000] [--loader PATH] [--out DIR]
+                   [--rates max,10000,40000] [--loader PATH] [--out DIR] [--h2load-pacing]
 Environment: LOAD_CPU (0), TARGET_CPU (1).
 """
 
@@ -97,21 +99,21 @@ def h2load(args, url, log, rate=None):
             "cpu_s": cpu, "code": code, "verdict": "-", "p99_ms": None}
 
 
-def loader(args, url, rate, out_dir, log):
+def loader(args, url, rate, out_dir, log, extra=(), tool="loader"):
     cmd = ["taskset", "-c", args.load_cpu, args.loader, "run", "--url", url, "--http2", "--max-streams",
            str(args.streams), "--rate", str(int(rate)), "--duration", f"{args.duration}s", "--connections",
            str(args.connections), "--threads", "1", "--warmup", "1s", "--preflight", "0s", "--no-emergency-stop",
-           "--out", out_dir, "--plain"]
+           "--out", out_dir, "--plain", *extra]
     cpu, wall, code = timed(cmd, log)
     try:
         s = json.load(open(os.path.join(out_dir, "summary.json")))
     except (OSError, ValueError):
-        return {"tool": "loader", "rate": int(rate), "ok": 0, "rps": 0, "cpu_s": cpu, "code": code,
+        return {"tool": tool, "rate": int(rate), "ok": 0, "rps": 0, "cpu_s": cpu, "code": code,
                 "verdict": "no summary", "p99_ms": None}
     main = [p for p in s["phases"] if p.get("kind") != "warmup"][-1]
     # Its CPU time covers the warm-up too, so every phase's answers count (as bench/run.sh).
     answered = sum(p["ok"] for p in s["phases"])
-    return {"tool": "loader", "rate": int(rate), "ok": answered, "rps": main["ok"] / args.duration, "cpu_s": cpu,
+    return {"tool": tool, "rate": int(rate), "ok": answered, "rps": main["ok"] / args.duration, "cpu_s": cpu,
             "code": code, "verdict": "TRUSTED" if s["verdict"]["trusted"] else "UNTRUSTED",
             "p99_ms": main["latency_ms"]["p99"]}
 
@@ -125,6 +127,9 @@ def main():
     ap.add_argument("--rates", default="max,10000,40000")
     ap.add_argument("--loader", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "loader"))
     ap.add_argument("--out", default=None)
+    ap.add_argument("--h2load-pacing", action="store_true",
+                    help="at each fixed rate also run the loader with --send-ahead 1ms: sends up to 1 ms early, "
+                         "each measured from when it left — h2load's own millisecond pacing")
     args = ap.parse_args()
     args.load_cpu = os.environ.get("LOAD_CPU", "0")
     args.target_cpu = os.environ.get("TARGET_CPU", "1")
@@ -166,6 +171,14 @@ def main():
                 print(f"round {r + 1}: loader at {res['rate']}: {res['rps']:.0f} req/s, "
                       f"{res['ok'] / max(res['cpu_s'], 1e-9):.0f} req/CPU-s, p99 {res['p99_ms']} ms, {res['verdict']}",
                       flush=True)
+                if args.h2load_pacing and rate != "max":
+                    out = os.path.join(run_dir, f"loader-1ms-{rate}-{r}")
+                    paced = loader(args, url, target, out, out + ".log", ("--send-ahead", "1ms"), "loader-1ms")
+                    paced["rate_key"] = rate
+                    results.append(paced)
+                    print(f"round {r + 1}: loader --send-ahead 1ms at {int(target)}: {paced['rps']:.0f} req/s, "
+                          f"{paced['ok'] / max(paced['cpu_s'], 1e-9):.0f} req/CPU-s, p99 {paced['p99_ms']} ms, "
+                          f"{paced['verdict']}", flush=True)
     finally:
         nginx.terminate()
         nginx.wait(timeout=10)
@@ -186,14 +199,16 @@ def main():
             rps = statistics.median([x["rps"] for x in fixed])
             print(f"| h2load --rps {float(key) / args.connections:g} × {args.connections} | {label} | {rps:,.0f} | "
                   f"{base:,.0f} | 1.00× | - | - |")
-        runs = [x for x in results if x["tool"] == "loader" and x.get("rate_key") == key]
-        if not runs:
-            continue
-        per = statistics.median([x["ok"] / max(x["cpu_s"], 1e-9) for x in runs])
-        rps = statistics.median([x["rps"] for x in runs])
-        p99 = statistics.median([x["p99_ms"] for x in runs if x["p99_ms"] is not None] or [float("nan")])
-        verdicts = ", ".join(sorted({x["verdict"] for x in runs}))
-        print(f"| loader --http2 | {label} (open loop) | {rps:,.0f} | {per:,.0f} | {per / base:.2f}× | {p99:.2f} | {verdicts} |")
+        for tool, name in (("loader", "loader --http2"), ("loader-1ms", "loader --http2 --send-ahead 1ms")):
+            runs = [x for x in results if x["tool"] == tool and x.get("rate_key") == key]
+            if not runs:
+                continue
+            per = statistics.median([x["ok"] / max(x["cpu_s"], 1e-9) for x in runs])
+            rps = statistics.median([x["rps"] for x in runs])
+            p99 = statistics.median([x["p99_ms"] for x in runs if x["p99_ms"] is not None] or [float("nan")])
+            verdicts = ", ".join(sorted({x["verdict"] for x in runs}))
+            print(f"| {name} | {label} (open loop) | {rps:,.0f} | {per:,.0f} | {per / base:.2f}× | {p99:.2f} | "
+                  f"{verdicts} |")
     with open(os.path.join(run_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
 
