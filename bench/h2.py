@@ -115,7 +115,8 @@ def loader(args, url, rate, out_dir, log, extra=(), tool="loader"):
     answered = sum(p["ok"] for p in s["phases"])
     return {"tool": tool, "rate": int(rate), "ok": answered, "rps": main["ok"] / args.duration, "cpu_s": cpu,
             "code": code, "verdict": "TRUSTED" if s["verdict"]["trusted"] else "UNTRUSTED",
-            "p99_ms": main["latency_ms"]["p99"]}
+            "p99_ms": main["latency_ms"]["p99"], "p50_ms": main["latency_ms"]["p50"],
+            "lag_p99_ms": main.get("send_lag_ms", {}).get("p99")}
 
 
 def main():

@@ -15,7 +15,6 @@ Environment: DUR (6 s), CONNS (8), STREAMS (10), EXTRA (more loader flags), LOAD
 TARGET_CPU (1), OUT (/tmp/h2_ab).
 """
 
-import json
 import os
 import statistics
 import sys
@@ -34,7 +33,7 @@ def main():
     with_h2load = "h2load" in sys.argv[3:]
     dur = int(os.environ.get("DUR", "6"))
     args = types.SimpleNamespace(load_cpu=os.environ.get("LOAD_CPU", "0"), connections=int(os.environ.get("CONNS", "8")),
-                                 streams=int(os.environ.get("STREAMS", "10")), duration=dur)
+                                 streams=int(os.environ.get("STREAMS", "10")), duration=dur, loader=None)
     extra = os.environ.get("EXTRA", "").split()
     out_dir = os.environ.get("OUT", "/tmp/h2_ab")
     os.makedirs(out_dir, exist_ok=True)
@@ -50,24 +49,16 @@ def main():
                     results.setdefault((rate, "h2load"), []).append(h["ok"] / h["cpu_s"])
                     print(f"round {r} {rate} req/s h2load {h['ok'] / h['cpu_s']:.0f} req/CPU-s (ok {h['ok']})", flush=True)
                 for name, path in builds:
+                    args.loader = path
                     out = f"{out_dir}/{name}-{rate}-{r}"
-                    cmd = ["taskset", "-c", args.load_cpu, path, "run", "--url", url, "--http2", "--max-streams",
-                           str(args.streams), "--rate", str(rate), "--duration", f"{dur}s", "--connections",
-                           str(args.connections), "--threads", "1", "--warmup", "1s", "--preflight", "0s",
-                           "--no-emergency-stop", "--out", out, "--plain"] + extra
-                    cpu, _, code = H.timed(cmd, out + ".log")
-                    try:
-                        s = json.load(open(os.path.join(out, "summary.json")))
-                    except (OSError, ValueError):
-                        print(f"round {r} {rate} req/s {name}: no summary (exit {code}, see {out}.log)", flush=True)
+                    res = H.loader(args, url, rate, out, out + ".log", extra, name)
+                    if res["verdict"] == "no summary":
+                        print(f"round {r} {rate} req/s {name}: no summary (exit {res['code']}, see {out}.log)", flush=True)
                         continue
-                    ok = sum(p["ok"] for p in s["phases"])
-                    main_phase = s["phases"][-1]
-                    lag = main_phase.get("send_lag_ms", {}).get("p99")
-                    p50 = main_phase.get("latency_ms", {}).get("p50")
-                    results.setdefault((rate, name), []).append(ok / cpu)
-                    print(f"round {r} {rate} req/s {name} {ok / cpu:.0f} req/CPU-s (ok {ok}, cpu {cpu:.3f} s, "
-                          f"trusted {s['verdict']['trusted']}, send lag p99 {lag} ms, p50 {p50} ms)", flush=True)
+                    per = res["ok"] / res["cpu_s"]
+                    results.setdefault((rate, name), []).append(per)
+                    print(f"round {r} {rate} req/s {name} {per:.0f} req/CPU-s (ok {res['ok']}, cpu {res['cpu_s']:.3f} s, "
+                          f"{res['verdict']}, send lag p99 {res['lag_p99_ms']} ms, p50 {res['p50_ms']} ms)", flush=True)
     finally:
         nginx.terminate()
         nginx.wait()

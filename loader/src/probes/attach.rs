@@ -125,7 +125,8 @@ impl Probes {
         let kfree_skb = KFREE_SKB.layout(&root, tracefs::kfree_skb_layout);
         let wakeup = WAKEUP.layout(&root, tracefs::sched_wakeup_layout);
         let switch = SWITCH.layout(&root, tracefs::sched_switch_layout);
-        let tcp_probe = TCP_PROBE.layout(&root, tracefs::tcp_probe_layout);
+        // Only runs that use it attach it (it runs for every TCP segment on the host).
+        let tcp_probe = with_segments.then(|| TCP_PROBE.layout(&root, tracefs::tcp_probe_layout));
 
         let mut loader = EbpfLoader::new();
         loader.override_global(names::TARGET_TGID, &tgid, true);
@@ -156,7 +157,7 @@ impl Probes {
         if let Ok(layout) = &switch {
             loader.override_global(names::SWITCH_LAYOUT, layout, true);
         }
-        if let Ok(layout) = &tcp_probe {
+        if let Some(Ok(layout)) = &tcp_probe {
             loader.override_global(names::TCP_PROBE_LAYOUT, layout, true);
         }
         let mut ebpf = loader.load(OBJECT).map_err(Unavailable::Load)?;
@@ -246,16 +247,13 @@ impl Probes {
         }
 
         // Per-answer receive stamps for h2c: optional, the engine does without (less cheaply).
-        let segments = tcp_probe
-            .map_err(|e| e.to_string())
-            .and_then(|layout| if with_segments { Ok(layout) } else { Err("not asked for".into()) })
-            .and_then(|_| rx_segments::start(&mut ebpf, |ebpf| TCP_PROBE.attach(ebpf)))
-            .map_err(|why| {
-                if with_segments {
-                    log::info!("per-segment receive stamps unavailable: {why}");
-                }
-            })
-            .ok();
+        let segments = tcp_probe.and_then(|layout| {
+            layout
+                .map_err(|e| e.to_string())
+                .and_then(|_| rx_segments::start(&mut ebpf, |ebpf| TCP_PROBE.attach(ebpf)))
+                .map_err(|why| log::info!("per-segment receive stamps unavailable: {why}"))
+                .ok()
+        });
 
         let reason_names = kfree_skb_format.map(|f| tracefs::symbolic_names(&f, "reason")).unwrap_or_default();
         Ok(Probes {

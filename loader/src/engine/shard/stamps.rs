@@ -38,29 +38,22 @@ impl Shard {
     /// agree with `stamp`, the read's kernel stamp.
     pub(super) fn arrivals(&mut self, c: usize, stamp: Option<u64>, now: u64, out: &mut Vec<Option<u64>>) {
         out.clear();
-        let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.clone()) else { return };
-        let (followed, fed) = match (self.conns[c].followed, self.conns[c].h2.as_ref()) {
-            (Some(followed), Some(link)) => (followed, link.wire.fed()),
-            _ => return,
-        };
-        let clock = self.clock;
-        let last = segments.arrival(followed, fed).map(|at| clock.of_monotonic(at));
-        let read = stamp.map(|s| self.realtime.run_time(s, 0, now));
-        let agree = matches!((last, read), (Some(a), Some(b)) if a.abs_diff(b) <= AGREE_NS);
+        let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.as_deref()) else { return };
         let conn = &mut self.conns[c];
-        if !agree {
+        let (Some(followed), Some(link)) = (conn.followed, conn.h2.as_ref()) else { return };
+        let clock = self.clock;
+        let last = segments.arrival(followed, link.wire.fed()).map(|at| clock.of_monotonic(at));
+        let read = stamp.map(|s| self.realtime.run_time(s, 0, now));
+        if !matches!((last, read), (Some(a), Some(b)) if a.abs_diff(b) <= AGREE_NS) {
             conn.followed_misses += 1;
             if conn.followed_misses >= MISSES {
                 self.record.segment_follow_lost += 1;
-                self.unfollow_segments(c);
+                conn.followed = None;
+                segments.release(followed);
             }
             return;
         }
         conn.followed_misses = 0;
-        if let Some(link) = conn.h2.as_ref() {
-            out.extend(
-                link.wire.ends.iter().map(|&end| segments.arrival(followed, end).map(|at| clock.of_monotonic(at))),
-            );
-        }
+        out.extend(link.wire.ends.iter().map(|&end| segments.arrival(followed, end).map(|at| clock.of_monotonic(at))));
     }
 }
