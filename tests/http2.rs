@@ -329,6 +329,41 @@ fn answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_sh
     assert!((2.0..2.2).contains(&p50), "p50 {p50} ms against a 2 ms delay: answers keep their arrival time");
 }
 
+/// `--send-ahead 10ms` (h2load's `--rps` rounds): each wake-up sends the next 10 ms of the
+/// schedule, 20 requests over four connections, early, and the answers are read within
+/// 2 ms — about two sleeps per round. Reading them later let the kernel's delayed ACK hold
+/// back the ACK past the server's tail loss probe: the server retransmitted answers, the
+/// probes' segment record counted them twice and lost its place on every connection. Here
+/// every answer keeps its segment's arrival, and the latency is the target's 2 ms.
+#[test]
+fn ten_millisecond_rounds_keep_every_answer_on_its_segment() {
+    let test = "ten_millisecond_rounds_keep_every_answer_on_its_segment";
+    if common::root_or_skip(test).is_none() {
+        return;
+    }
+    let target = Target::start(&["--http2", "--delay", "2ms"]);
+    let out = out_dir("h2-rounds");
+    let _one = common::one_run_at_a_time();
+    let args =
+        ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "4", "--send-ahead", "10ms"];
+    let (s, sleeps) = run_counting_sleeps(&target.url(), &args, &out);
+    assert_eq!(s["probes"]["available"], true, "the probes run as root: {}", s["probes"]["unavailable_reason"]);
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 6000, "{main}");
+    assert!(u(&main["sent_ahead"]) >= 4800, "most sends leave early in their round: {main}");
+    let run = &s["run"];
+    assert_eq!(u(&run["stamps_by_segment"]), 6000, "every answer stamped by its segment: {run}");
+    assert_eq!(u(&run["segment_follow_lost"]), 0, "{run}");
+    let per_request = sleeps as f64 / 6000.0;
+    assert!(per_request < 0.3, "the shard slept {sleeps} times for 6,000 requests in 300 rounds");
+    let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
+    for q in ["p50", "p99", "max"] {
+        assert!(f(&lat[q]) >= f(&svc[q]), "{q}: latency {} below the service time {}", lat[q], svc[q]);
+    }
+    let p50 = f(&lat["p50"]);
+    assert!((2.0..2.5).contains(&p50), "p50 {p50} ms against a 2 ms delay");
+}
+
 #[test]
 fn http2_flag_errors_are_one_line() {
     let out = out_dir("h2-flags");

@@ -171,6 +171,33 @@ fn sends_due_within_the_ahead_window_share_a_wake_up() {
     );
 }
 
+/// `--send-ahead 10ms` — h2load's `--rps` rounds — sends in rounds: a wake-up sends the next
+/// 10 ms of the schedule, and the answers are read at the next round's wake-up (the deferral
+/// follows the window), so at 1,000 req/s the shard wakes about once per ten requests instead
+/// of once per request, every early send measured from when it left, none of them late.
+#[test]
+fn a_ten_millisecond_send_ahead_sends_in_rounds() {
+    let target = Target::start(&[]);
+    let url = target.url();
+    let run = |name: &str, extra: &[&str]| one_shard_run(&url, name, "1000", "32", extra).1;
+    let wakes = |s: &serde_json::Value| u(&phase(s, "main")["wake_late_us"]["count"]);
+    let exact = run("send-ahead-default-1k", &[]);
+    let rounds = run("send-ahead-10ms", &["--send-ahead", "10ms"]);
+    assert_eq!(f(&rounds["run"]["send_ahead_us"]), 10_000.0);
+    let main = phase(&rounds, "main");
+    let (sent, ahead) = (u(&main["sent"]), u(&main["sent_ahead"]));
+    assert_eq!(sent, 2_000);
+    assert_eq!(u(&main["ok"]), sent);
+    assert!(ahead >= sent * 4 / 5, "{ahead} of {sent} sent ahead in 10 ms rounds");
+    assert!(wakes(&rounds) <= sent / 5, "{} wake-ups for {sent} sends in 10 ms rounds", wakes(&rounds));
+    assert!(wakes(&exact) >= sent * 4 / 5, "{} wake-ups for {sent} sends by default", wakes(&exact));
+    let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
+    for q in ["p50", "p99", "max"] {
+        assert!(f(&lat[q]) >= f(&svc[q]), "{q}: latency {} below the service time {}", lat[q], svc[q]);
+    }
+    assert!(f(&main["send_lag_ms"]["p99"]) < 1.0, "sends late: {}", main["send_lag_ms"]);
+}
+
 /// Below the rate at which the send-ahead window pairs sends, a shard wakes a little before
 /// each send (the p99 of its wake-up lateness) and sends at once rather than spinning to the
 /// due instant: most sends leave ahead, none of them is measured from its later intended

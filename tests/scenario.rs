@@ -98,6 +98,11 @@ fn bad_files_get_one_line_with_position_and_key() {
             "2:16: slo.error_budget: expected a fraction",
         ),
         ("no_rate.toml", "[profile]\nkind = \"constant\"\n", "1:1: profile.rate: required"),
+        (
+            "send_ahead.toml",
+            "[target]\nsend_ahead = \"11ms\"\n[profile]\nrate = 1\n",
+            "2:14: target.send_ahead: 11ms is above the 10 ms limit",
+        ),
         ("dup_key.toml", "[profile]\nrate = 1\nrate = 2\n", "3:1"),
     ];
     for (name, text, want) in cases {

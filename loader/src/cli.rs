@@ -281,7 +281,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub wake_window: Option<String>,
     /// How long before its intended time a send may leave with a wake-up that sends another
-    /// (default 100us: at 10,000 req/s per shard two sends share a wake-up, neither late).
+    /// (default 100us: at 10,000 req/s per shard two sends share a wake-up, neither late; at
+    /// most 10ms, which sends in rounds as h2load's `--rps` does, for its CPU cost).
     /// Such a send is measured from when it left, never from its later intended time; `0`
     /// sends nothing before its time, at a CPU cost.
     #[arg(long)]

@@ -27,7 +27,13 @@
 //!   longer than the window is the schedule's. Measured on the Firecracker VM, one shard,
 //!   nginx on the other core, 64 connections, interleaved, medians of 2 rounds, requests per
 //!   CPU-second: 10,000 req/s 34,400 → 49,200 (wrk2 49,000), send lag p99 ≤ 0.02 ms;
-//!   40,000 req/s 87,800 → 105,900 (wrk2 75,700).
+//!   40,000 req/s 87,800 → 105,900 (wrk2 75,700). A wider window (`--send-ahead`, up to
+//!   10 ms) sends in rounds, as h2load's `--rps` does: one wake-up sends the next 10 ms of
+//!   the schedule. Its answers are still read within [`MAX_DEFER_NS`]: a read is what sends
+//!   the ACK a delayed ACK holds back, and answers left unread for 10 ms made nginx send
+//!   tail loss probes — retransmissions (`nstat` `TcpExtTCPLossProbes`: 342 in a 4 s h2c run
+//!   of 400 rounds at 10,000 req/s; none reading within 2 ms, none with h2load, which reads
+//!   at once).
 //! - **Woken early, a send leaves at once** — ahead of its time, within the send-ahead
 //!   window. A shard wakes `early` before a due send, `early` the p99 of the wake-up
 //!   lateness it measures (so 99 % of wake-ups land before the due instant), at most the
@@ -45,7 +51,9 @@
 //!
 //! Pure: the shard measures, this module decides.
 
-/// Longest a shard defers reading completions while requests are in flight.
+/// Longest a shard defers reading completions while requests are in flight. Reading is
+/// what sends the ACK the kernel's delayed ACK holds back: much later, and the server's tail
+/// loss probe retransmits its answer (see the module doc).
 pub const MAX_DEFER_NS: u64 = 2_000_000;
 /// Longest single sleep, so a stop is seen promptly even when nothing is due.
 pub const MAX_WAIT_NS: u64 = 50_000_000;
@@ -66,6 +74,12 @@ pub const BATCH_FROM_RATE: f64 = 20_000.0;
 /// one (see the module doc): the longest batching window, so a send moves by at most this
 /// much either way.
 pub const SEND_AHEAD_NS: u64 = BATCH_WINDOW_NS;
+/// Send-ahead windows from this long send in rounds rather than in pairs: the early margin
+/// (at most [`EARLY_MAX_NS`]) is a small part of such a window, so a shard woken early sends
+/// at once (what falls due at the window's far end waits for the next round) rather than
+/// spin to the due instant. At 1,000 req/s in 10 ms rounds the spin was a third of the
+/// shard's CPU.
+pub const ROUNDS_FROM_NS: u64 = 1_000_000;
 /// Share of a core a shard may spend spinning to due instants (when it spins: see
 /// [`Pace::spins`]).
 pub const SPIN_SHARE: f64 = 0.15;
@@ -102,8 +116,9 @@ impl Pace {
         // Sends leave early only within the send-ahead window: a shard with none spins to
         // each due instant, and so does one fast enough for that window to pair its sends
         // (one gap between sends at most the window): woken early, it would send the first
-        // ahead and miss the next, so it spins to the first and sends both.
-        let spins = ahead_ns == 0 || rate * ahead_ns as f64 >= 1e9;
+        // ahead and miss the next, so it spins to the first and sends both — unless the
+        // window is wide enough to send in rounds.
+        let spins = ahead_ns == 0 || (rate * ahead_ns as f64 >= 1e9 && ahead_ns < ROUNDS_FROM_NS);
         let early_cap_ns = if batch_ns > 0 || rate <= 0.0 {
             0
         } else if spins {
@@ -114,9 +129,16 @@ impl Pace {
         Pace { batch_ns, adaptive, early_cap_ns, spins, ahead_ns }
     }
 
-    /// A shard awake at `now` sends every request intended up to this instant.
-    pub fn sends_until(&self, now: u64) -> u64 {
-        now.saturating_add(self.ahead_ns)
+    /// A shard awake at `now`, the schedule's next request intended at `next_due`, sends
+    /// every request intended up to this instant: those within the send-ahead window when the
+    /// wake-up is for a send (the next one is due, or within the early margin), else only
+    /// those due — a wake-up to read answers sends nothing early, or a wide window would
+    /// slide with every such wake-up rather than send in rounds.
+    pub fn sends_until(&self, now: u64, next_due: Option<u64>) -> u64 {
+        match next_due {
+            Some(due) if due <= now.saturating_add(self.early_cap_ns) => now.saturating_add(self.ahead_ns),
+            _ => now,
+        }
     }
 
     /// The batching window now, given the measured p99 wake-up lateness.
@@ -284,6 +306,10 @@ mod tests {
         assert_eq!(fast.window(60 * US), 60 * US);
         assert_eq!(fast.window(5_000 * US), BATCH_WINDOW_NS);
         assert_eq!(Pace::for_rate(500.0, Some(0), None).batch_ns, 0);
+        // 10 ms rounds: woken early, it sends at once (no spin), early by at most the cap.
+        let rounds = Pace::for_rate(1_000.0, None, Some(10_000 * US));
+        assert_eq!((rounds.batch_ns, rounds.early_cap_ns, rounds.spins), (0, EARLY_MAX_NS, false));
+        assert!(Pace::for_rate(2_000.0, None, Some(ROUNDS_FROM_NS - 1)).spins, "below the rounds: pairs, spins");
         let fixed = Pace::for_rate(500.0, Some(200 * US), None);
         assert_eq!((fixed.batch_ns, fixed.window(0)), (200 * US, 200 * US), "--wake-window is taken as given");
     }
@@ -294,11 +320,28 @@ mod tests {
         assert_eq!(pace.ahead_ns, SEND_AHEAD_NS);
         // Woken for a send due at 1 ms: the next, 100 µs later at 10,000 req/s, goes with it;
         // the one after waits for its own wake-up.
-        assert_eq!(pace.sends_until(1_000 * US), 1_100 * US);
-        assert!(1_200 * US > pace.sends_until(1_000 * US));
+        let due = Some(1_000 * US);
+        assert_eq!(pace.sends_until(1_000 * US, due), 1_100 * US);
+        assert!(1_200 * US > pace.sends_until(1_000 * US, due));
+        // Woken early for it, within the early margin: the same.
+        assert_eq!(pace.sends_until(1_000 * US - pace.early_cap_ns, due), 1_100 * US - pace.early_cap_ns);
         let strict = Pace::for_rate(10_000.0, None, Some(0));
-        assert_eq!(strict.sends_until(1_000 * US), 1_000 * US, "--send-ahead 0: nothing before its time");
-        assert_eq!(Pace::for_rate(40_000.0, None, Some(30 * US)).sends_until(u64::MAX), u64::MAX);
+        assert_eq!(strict.sends_until(1_000 * US, due), 1_000 * US, "--send-ahead 0: nothing before its time");
+        assert_eq!(Pace::for_rate(40_000.0, None, Some(30 * US)).sends_until(u64::MAX, due), u64::MAX);
+    }
+
+    #[test]
+    fn a_wake_up_to_read_answers_sends_nothing_early() {
+        // 10 ms rounds at 1,000 req/s: the round at 0 sent up to 10 ms; woken at 2 ms to read
+        // its answers, the shard sends nothing (the next, at 10.5 ms, waits for its round).
+        let rounds = Pace::for_rate(1_000.0, None, Some(10_000 * US));
+        assert_eq!(rounds.sends_until(0, Some(0)), 10_000 * US);
+        assert_eq!(rounds.sends_until(2_000 * US, Some(10_500 * US)), 2_000 * US);
+        assert_eq!(
+            rounds.sends_until(10_500 * US - rounds.early_cap_ns, Some(10_500 * US)),
+            20_500 * US - rounds.early_cap_ns
+        );
+        assert_eq!(rounds.sends_until(2_000 * US, None), 2_000 * US, "nothing left to send");
     }
 
     #[test]

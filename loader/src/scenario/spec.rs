@@ -225,7 +225,7 @@ impl Spec {
         let wake_window =
             raw.wake_window.as_ref().map(|g| duration_at_most(g, Duration::from_secs(1), "1 second")).transpose()?;
         let send_ahead =
-            raw.send_ahead.as_ref().map(|g| duration_at_most(g, Duration::from_millis(1), "1 ms")).transpose()?;
+            raw.send_ahead.as_ref().map(|g| duration_at_most(g, Duration::from_millis(10), "10 ms")).transpose()?;
         let defaults = crate::engine::http1::Limits::default();
         let limits = crate::engine::http1::Limits {
             max_head: raw.max_header.as_ref().map_or(Ok(defaults.max_head as u64), |g| size(g, 1024, 64 << 20))?

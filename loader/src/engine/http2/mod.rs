@@ -448,12 +448,13 @@ impl Shard {
         let ctx = Rc::clone(&self.ctx);
         // The connection this wake-up's last request went on: the next goes with it.
         let mut last = None;
+        let until = ctx.cfg.pace.sends_until(ctx.cfg.clock.now_ns(), self.schedule.peek().map(|d| d.intended_ns));
         loop {
             let now = ctx.cfg.clock.now_ns();
             let retry = ctx.state.borrow_mut().retries.pop_front();
             let (f, from_schedule) = match retry {
                 Some(f) => (f, false),
-                None => match self.schedule.peek().filter(|d| d.intended_ns <= ctx.cfg.pace.sends_until(now)) {
+                None => match self.schedule.peek().filter(|d| d.intended_ns <= until.max(now)) {
                     Some(due) => (self.take(due, now), true),
                     None => break,
                 },

@@ -83,7 +83,7 @@ impl Shard {
             mode.replace -= 1;
             self.start_connect(c, None, now);
         }
-        let until = self.pace.sends_until(now);
+        let until = self.pace.sends_until(now, self.schedule.peek().map(|d| d.intended_ns));
         loop {
             let Some(mode) = self.h2.as_mut() else { return };
             let (f, from_schedule) = match mode.retries.pop_front() {

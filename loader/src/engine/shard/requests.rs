@@ -21,7 +21,7 @@ impl Shard {
             self.dispatch_h2(now);
             return;
         }
-        let until = self.pace.sends_until(now);
+        let until = self.pace.sends_until(now, self.schedule.peek().map(|d| d.intended_ns));
         while let Some(due) = self.schedule.peek() {
             if due.intended_ns > now && (due.intended_ns > until || self.idle.is_empty()) {
                 break;
