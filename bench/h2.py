@@ -12,8 +12,12 @@ the tool's user + system time (getrusage of the child, as bench/harness.py measu
 figure compared is answered requests per CPU-second (the loader's over every phase, its 1 s
 warm-up included, as its CPU time covers it), against h2load at the same rate. The loader's
 own verdict is printed for each of its runs. With --h2load-pacing the loader also runs at
-each fixed rate with --send-ahead 1ms (sends up to 1 ms early, each measured from when it
-left): h2load's own millisecond pacing, for a comparison at equal pacing.
+each fixed rate with --send-ahead 10ms, for a comparison at equal pacing: h2load's --rps
+sends in rounds — each connection's timer fires every max(10 ms, 1/rps) (nghttp2 1.52
+h2load.cc: `rps_watcher.repeat = std::max(0.01, 1. / config.rps)`) and sends what fell due
+since, late, measured from when it left — and --send-ahead 10ms makes the same rounds the
+other way: a wake-up sends the next 10 ms of the schedule, early, each measured from when it
+left, and reads the last round's answers.
 
 usage: bench/h2.py [--rounds 3] [--duration 10] [--connections 8] [--streams 10]
                    [--rates max,10000,40000] [--loader PATH] [--out DIR] [--h2load-pacing]
@@ -129,8 +133,8 @@ def main():
     ap.add_argument("--loader", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "loader"))
     ap.add_argument("--out", default=None)
     ap.add_argument("--h2load-pacing", action="store_true",
-                    help="at each fixed rate also run the loader with --send-ahead 1ms: sends up to 1 ms early, "
-                         "each measured from when it left — h2load's own millisecond pacing")
+                    help="at each fixed rate also run the loader with --send-ahead 10ms: sends in 10 ms rounds, "
+                         "early, each measured from when it left — h2load's --rps rounds (10 ms per connection)")
     args = ap.parse_args()
     args.load_cpu = os.environ.get("LOAD_CPU", "0")
     args.target_cpu = os.environ.get("TARGET_CPU", "1")
@@ -173,11 +177,11 @@ def main():
                       f"{res['ok'] / max(res['cpu_s'], 1e-9):.0f} req/CPU-s, p99 {res['p99_ms']} ms, {res['verdict']}",
                       flush=True)
                 if args.h2load_pacing and rate != "max":
-                    out = os.path.join(run_dir, f"loader-1ms-{rate}-{r}")
-                    paced = loader(args, url, target, out, out + ".log", ("--send-ahead", "1ms"), "loader-1ms")
+                    out = os.path.join(run_dir, f"loader-rounds-{rate}-{r}")
+                    paced = loader(args, url, target, out, out + ".log", ("--send-ahead", "10ms"), "loader-rounds")
                     paced["rate_key"] = rate
                     results.append(paced)
-                    print(f"round {r + 1}: loader --send-ahead 1ms at {int(target)}: {paced['rps']:.0f} req/s, "
+                    print(f"round {r + 1}: loader --send-ahead 10ms at {int(target)}: {paced['rps']:.0f} req/s, "
                           f"{paced['ok'] / max(paced['cpu_s'], 1e-9):.0f} req/CPU-s, p99 {paced['p99_ms']} ms, "
                           f"{paced['verdict']}", flush=True)
     finally:
@@ -200,7 +204,7 @@ def main():
             rps = statistics.median([x["rps"] for x in fixed])
             print(f"| h2load --rps {float(key) / args.connections:g} × {args.connections} | {label} | {rps:,.0f} | "
                   f"{base:,.0f} | 1.00× | - | - |")
-        for tool, name in (("loader", "loader --http2"), ("loader-1ms", "loader --http2 --send-ahead 1ms")):
+        for tool, name in (("loader", "loader --http2"), ("loader-rounds", "loader --http2 --send-ahead 10ms")):
             runs = [x for x in results if x["tool"] == tool and x.get("rate_key") == key]
             if not runs:
                 continue
