@@ -301,6 +301,25 @@ fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
     assert!((2.0..2.5).contains(&p50), "p50 {p50} ms against a 2 ms delay: answers keep their arrival time");
 }
 
+/// As root (else `None`, skipped with the reason printed): a 3 s run of `args` at 2,000 req/s
+/// against `loader target --http2 --delay 2ms`, with the probes on and following every
+/// connection's segments: all 6,000 answers, each stamped by its segment, none let go.
+/// The summary and the shard's sleeps.
+fn run_followed_by_segment(test: &str, name: &str, args: &[&str]) -> Option<(serde_json::Value, u64)> {
+    common::root_or_skip(test)?;
+    let target = Target::start(&["--http2", "--delay", "2ms"]);
+    let out = out_dir(name);
+    let _one = common::one_run_at_a_time();
+    let (s, sleeps) = run_counting_sleeps(&target.url(), args, &out);
+    assert_eq!(s["probes"]["available"], true, "the probes run as root: {}", s["probes"]["unavailable_reason"]);
+    let main = phase(&s, "main");
+    assert_eq!(u(&main["ok"]), 6000, "{main}");
+    let run = &s["run"];
+    assert_eq!(u(&run["stamps_by_segment"]), 6000, "every answer stamped by its segment: {run}");
+    assert_eq!(u(&run["segment_follow_lost"]), 0, "{run}");
+    Some((s, sleeps))
+}
+
 /// Four streams in flight on one connection: two answers could share a read. With the
 /// probes following the connection's TCP segments (`rx_segments`), each answer still gets
 /// the arrival of the segment that carried its last byte, so the shard sleeps through them
@@ -309,20 +328,9 @@ fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
 #[test]
 fn answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_shard() {
     let test = "answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_shard";
-    if common::root_or_skip(test).is_none() {
-        return;
-    }
-    let target = Target::start(&["--http2", "--delay", "2ms"]);
-    let out = out_dir("h2-segments");
-    let _one = common::one_run_at_a_time();
     let args = ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "1"];
-    let (s, sleeps) = run_counting_sleeps(&target.url(), &args, &out);
-    assert_eq!(s["probes"]["available"], true, "the probes run as root: {}", s["probes"]["unavailable_reason"]);
+    let Some((s, sleeps)) = run_followed_by_segment(test, "h2-segments", &args) else { return };
     let main = phase(&s, "main");
-    assert_eq!(u(&main["ok"]), 6000, "{main}");
-    let run = &s["run"];
-    assert_eq!(u(&run["stamps_by_segment"]), 6000, "every answer stamped by its segment: {run}");
-    assert_eq!(u(&run["segment_follow_lost"]), 0, "{run}");
     let per_request = sleeps as f64 / 6000.0;
     assert!(per_request < 1.4, "the shard slept {sleeps} times for 6,000 requests ({per_request:.2} each)");
     let p50 = f(&main["latency_ms"]["p50"]);
@@ -338,22 +346,11 @@ fn answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_sh
 #[test]
 fn ten_millisecond_rounds_keep_every_answer_on_its_segment() {
     let test = "ten_millisecond_rounds_keep_every_answer_on_its_segment";
-    if common::root_or_skip(test).is_none() {
-        return;
-    }
-    let target = Target::start(&["--http2", "--delay", "2ms"]);
-    let out = out_dir("h2-rounds");
-    let _one = common::one_run_at_a_time();
     let args =
         ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "4", "--send-ahead", "10ms"];
-    let (s, sleeps) = run_counting_sleeps(&target.url(), &args, &out);
-    assert_eq!(s["probes"]["available"], true, "the probes run as root: {}", s["probes"]["unavailable_reason"]);
+    let Some((s, sleeps)) = run_followed_by_segment(test, "h2-rounds", &args) else { return };
     let main = phase(&s, "main");
-    assert_eq!(u(&main["ok"]), 6000, "{main}");
     assert!(u(&main["sent_ahead"]) >= 4800, "most sends leave early in their round: {main}");
-    let run = &s["run"];
-    assert_eq!(u(&run["stamps_by_segment"]), 6000, "every answer stamped by its segment: {run}");
-    assert_eq!(u(&run["segment_follow_lost"]), 0, "{run}");
     let per_request = sleeps as f64 / 6000.0;
     assert!(per_request < 0.3, "the shard slept {sleeps} times for 6,000 requests in 300 rounds");
     let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
