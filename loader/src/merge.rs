@@ -142,6 +142,7 @@ pub fn merge(parts: &[Part]) -> anyhow::Result<(Summary, Vec<[Histogram<u64>; 3]
     r.threads = parts.iter().map(|p| p.summary.run.threads).sum();
     r.connections_opened = parts.iter().map(|p| p.summary.run.connections_opened).sum();
     r.connect_failures = parts.iter().map(|p| p.summary.run.connect_failures).sum();
+    r.deadline_while_connecting = parts.iter().map(|p| p.summary.run.deadline_while_connecting).sum();
     r.retried_on_stale_connection = parts.iter().map(|p| p.summary.run.retried_on_stale_connection).sum();
     r.stamps_by_segment = parts.iter().map(|p| p.summary.run.stamps_by_segment).sum();
     r.segment_follow_lost = parts.iter().map(|p| p.summary.run.segment_follow_lost).sum();
@@ -234,6 +235,13 @@ fn merge_phase<'a>(phases: impl Iterator<Item = &'a PhaseSummary> + Clone, h: &[
     out.late = sum(|p| p.late);
     out.late_unpooled = sum(|p| p.late_unpooled);
     out.waited_for_connection = sum(|p| p.waited_for_connection);
+    out.waited_on_loader = sum(|p| p.waited_on_loader);
+    out.late_after_end = sum(|p| p.late_after_end);
+    out.due_unsent = sum(|p| p.due_unsent);
+    out.due_unsent_loader = sum(|p| p.due_unsent_loader);
+    out.dropped_loader = sum(|p| p.dropped_loader);
+    // Each machine's read lag stands for its own reads; the worst machine's is kept.
+    out.read_lag_ms = phases.clone().filter_map(|p| p.read_lag_ms.clone()).max_by(|a, b| a.p99.total_cmp(&b.p99));
     out.sent_ahead = sum(|p| p.sent_ahead);
     out.late_unpooled_max_ms = phases.clone().filter_map(|p| p.late_unpooled_max_ms).reduce(f64::max);
     out.measured_s = phases.clone().filter_map(|p| p.measured_s).reduce(f64::min);
@@ -275,6 +283,7 @@ fn merge_series(parts: &[&Part], zero: f64) -> Vec<SecondSummary> {
             m.sent += s.sent;
             m.ok += s.ok;
             m.in_flight_max += s.in_flight_max;
+            m.late_loader += s.late_loader;
             for (class, n) in &s.errors {
                 *m.errors.entry(class.clone()).or_insert(0) += n;
             }

@@ -83,18 +83,42 @@ pub struct LiveSecond {
     pub ok: u64,
     /// Failures of every class (drops included: a drop is a request the target never served).
     pub errors: u64,
+    /// Sends (and due requests given up) the loader itself made more than 10 ms late.
+    pub late_loader: u64,
 }
 
 impl LiveSecond {
     /// A second from counts with the errors given by class.
     pub fn new(t: u64, offered: u64, sent: u64, ok: u64, errors_by_class: &[u64]) -> Self {
-        LiveSecond { t, offered, sent, ok, errors: errors_by_class.iter().sum() }
+        LiveSecond { t, offered, sent, ok, errors: errors_by_class.iter().sum(), late_loader: 0 }
+    }
+
+    /// The same second, with the loader's own late sends.
+    pub fn with_late_loader(self, late_loader: u64) -> Self {
+        LiveSecond { late_loader, ..self }
+    }
+
+    /// The loader itself fell behind its schedule this second: at least
+    /// [`LOADER_BEHIND_MIN`] of its sends, and 1 % of the offered requests, left more than
+    /// 10 ms late with a connection free in the kernel's view.
+    pub fn loader_behind(&self) -> bool {
+        self.late_loader >= LOADER_BEHIND_MIN && self.late_loader as f64 >= 0.01 * self.offered as f64
     }
 }
 
+/// Fewest late sends of the loader's own in a second for it to count as behind its schedule.
+pub const LOADER_BEHIND_MIN: u64 = 5;
+
 impl From<&SecondSummary> for LiveSecond {
     fn from(s: &SecondSummary) -> Self {
-        LiveSecond { t: s.t, offered: s.offered, sent: s.sent, ok: s.ok, errors: s.errors.values().sum() }
+        LiveSecond {
+            t: s.t,
+            offered: s.offered,
+            sent: s.sent,
+            ok: s.ok,
+            errors: s.errors.values().sum(),
+            late_loader: s.late_loader,
+        }
     }
 }
 
@@ -116,6 +140,9 @@ pub struct StopReason {
     pub since: u64,
     /// What made the firing second bad (errors are checked first).
     pub cause: StopCause,
+    /// The loader itself was behind its schedule in a second of the streak: the seconds
+    /// were bad because it did not send, not because the target failed.
+    pub loader_behind: bool,
     /// One sentence.
     pub detail: String,
 }
@@ -126,13 +153,16 @@ pub struct CliffDetector {
     rule: StopRule,
     streak: u32,
     since: u64,
+    /// Late sends of the loader's own during the streak.
+    streak_late_loader: u64,
+    streak_behind: bool,
     fired: Option<StopReason>,
 }
 
 impl CliffDetector {
     /// A detector with `rule`.
     pub fn new(rule: StopRule) -> Self {
-        CliffDetector { rule, streak: 0, since: 0, fired: None }
+        CliffDetector { rule, streak: 0, since: 0, streak_late_loader: 0, streak_behind: false, fired: None }
     }
 
     /// Why the second is bad, if it is.
@@ -166,14 +196,26 @@ impl CliffDetector {
         };
         if self.streak == 0 {
             self.since = s.t;
+            self.streak_late_loader = 0;
+            self.streak_behind = false;
         }
         self.streak += 1;
+        self.streak_late_loader += s.late_loader;
+        self.streak_behind |= s.loader_behind();
         if self.streak >= self.rule.consecutive {
-            let detail = format!(
-                "cliff held {} consecutive seconds (since t={} s); at t={} s: {why}",
-                self.streak, self.since, s.t
-            );
-            self.fired = Some(StopReason { t: s.t, since: self.since, cause, detail });
+            let detail = if self.streak_behind {
+                format!(
+                    "stopped: the loader fell behind its schedule, not the target — {} of its own sends left more than 10 ms late with a connection free in the {} bad seconds since t={} s; at t={} s: {why}",
+                    self.streak_late_loader, self.streak, self.since, s.t
+                )
+            } else {
+                format!(
+                    "cliff held {} consecutive seconds (since t={} s); at t={} s: {why}",
+                    self.streak, self.since, s.t
+                )
+            };
+            self.fired =
+                Some(StopReason { t: s.t, since: self.since, cause, loader_behind: self.streak_behind, detail });
         }
         self.fired.is_some()
     }
@@ -199,7 +241,7 @@ mod tests {
     fn feed(rule: StopRule, offered: u64, rows: &[(u64, u64)]) -> Option<StopReason> {
         let mut d = CliffDetector::new(rule);
         for (t, &(ok, errors)) in rows.iter().enumerate() {
-            d.observe(&LiveSecond { t: t as u64, offered, sent: offered, ok, errors });
+            d.observe(&LiveSecond { t: t as u64, offered, sent: offered, ok, errors, late_loader: 0 });
         }
         d.stopped().cloned()
     }
@@ -247,7 +289,7 @@ mod tests {
     #[test]
     fn a_good_second_resets_the_streak_and_a_stop_latches() {
         let mut d = CliffDetector::new(StopRule::default());
-        let s = |t, ok| LiveSecond { t, offered: 100, sent: 100, ok, errors: 0 };
+        let s = |t, ok| LiveSecond { t, offered: 100, sent: 100, ok, errors: 0, late_loader: 0 };
         assert!(!d.observe(&s(0, 10)) && !d.observe(&s(1, 10)) && !d.observe(&s(2, 100)));
         assert!(!d.observe(&s(3, 10)) && !d.observe(&s(4, 10)));
         assert!(d.observe(&s(5, 10)));

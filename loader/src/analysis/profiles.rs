@@ -62,7 +62,17 @@ mod tests {
         if errors > 0 {
             e.insert("http_5xx".to_string(), errors);
         }
-        SecondSummary { t, offered, sent: offered, ok, errors: e, in_flight_max: 1, cpu: None, latency_ms: None }
+        SecondSummary {
+            t,
+            offered,
+            sent: offered,
+            ok,
+            errors: e,
+            in_flight_max: 1,
+            late_loader: 0,
+            cpu: None,
+            latency_ms: None,
+        }
     }
 
     fn recovery_phase(start_s: f64, duration_s: f64) -> PhaseSummary {

@@ -62,6 +62,14 @@ pub struct InFlight {
     /// When the shard took it from the schedule, the pool had been exhausted since its
     /// intended time: its lateness up to then is the pool's, not the loader's.
     pub waited: bool,
+    /// When it would have left had the loader read every answer the instant the kernel
+    /// stamped it and sent at once (ns since run start): its intended time, or, when it
+    /// waited for a connection, the moment a connection came free in that instant-reading
+    /// pool (see `Conn::free_since_ns`). Its lag up to this is the target's (the pool was
+    /// busy with answers the kernel had not received); past it, the loader's.
+    pub free_ns: u64,
+    /// When the shard took it from the schedule (`sent_ns` is that until it is sent).
+    pub taken_ns: u64,
 }
 
 /// One connection.
@@ -89,6 +97,15 @@ pub struct Conn {
     pub served: u64,
     /// When the current connect was submitted (ns since run start).
     pub connect_started_ns: u64,
+    /// When this connection's slot comes free in the instant-reading pool the shard models
+    /// beside the real one (ns since run start): that pool sends each request as soon as it
+    /// is due and a slot is free, and a slot carries a request as long as the real one took
+    /// from its take to its answer's kernel stamp. A real wait beyond the modelled one is the
+    /// loader's — answers it had not read, or it was not running.
+    pub free_since_ns: u64,
+    /// The request's deadline passed while bytes of its answer sat unread in the socket:
+    /// its expiry waits one turn for them to be read (their stamp decides).
+    pub expiry_deferred: bool,
     /// A request to send again on a fresh socket once this one is closed.
     pub retry: Option<InFlight>,
     /// TLS state (https targets only; `None` keeps the plain path free of it).
@@ -123,6 +140,8 @@ impl Conn {
             inflight: None,
             served: 0,
             connect_started_ns: 0,
+            free_since_ns: 0,
+            expiry_deferred: false,
             retry: None,
             tls: None,
             h2: None,

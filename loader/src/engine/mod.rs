@@ -107,6 +107,9 @@ pub struct Live {
     pub open_connections: AtomicU64,
     /// Kernel thread id of the shard (for per-thread CPU accounting).
     pub tid: AtomicU64,
+    /// Sends (and due requests given up) the loader itself made more than 10 ms late, so
+    /// far: what the emergency stop asks before it calls a cliff.
+    pub late_loader: AtomicU64,
 }
 
 impl Live {
@@ -116,6 +119,10 @@ impl Live {
         self.errors.store(errors, Ordering::Relaxed);
         self.in_flight.store(in_flight, Ordering::Relaxed);
         self.open_connections.store(open, Ordering::Relaxed);
+    }
+
+    pub(crate) fn publish_late(&self, late_loader: u64) {
+        self.late_loader.store(late_loader, Ordering::Relaxed);
     }
 }
 
@@ -287,9 +294,16 @@ pub fn run_shard(cfg: ShardConfig) -> Result<ShardResult, EngineError> {
 /// The end of a stopped shard's schedule: what was due by `stopped_at` and never sent is
 /// `aborted` at `now` (a lower bound of its latency), what was not yet due `unsent`. Returns
 /// how many were aborted (the shard's error count grows by as many).
-fn account_stopped_schedule(record: &mut ShardRecord, schedule: &mut ShardSchedule, now: u64, stopped_at: u64) -> u64 {
+fn account_stopped_schedule(
+    record: &mut ShardRecord,
+    schedule: &mut ShardSchedule,
+    now: u64,
+    stopped_at: u64,
+    loader: bool,
+) -> u64 {
     let mut aborted = 0;
     while let Some(due) = schedule.peek().filter(|d| d.intended_ns <= stopped_at) {
+        record.on_due_unsent(due.phase, due.intended_ns, stopped_at, loader, false);
         record.on_failure(
             due.phase,
             due.intended_ns,

@@ -162,7 +162,8 @@ pub(super) fn execute<'m>(
             {
                 let from = (t - 1) * 1_000_000_000;
                 let offered = summary::offered_between(plan, from, from + 1_000_000_000);
-                let live = LiveSecond::new(t - 1, offered, second.sent, second.ok, &[second.errors]);
+                let live = LiveSecond::new(t - 1, offered, second.sent, second.ok, &[second.errors])
+                    .with_late_loader(second.late_loader);
                 if d.observe(&live) {
                     stop.store(true, Ordering::Relaxed);
                     let reason = d.stopped().cloned().expect("a fired detector has a reason");
@@ -219,6 +220,7 @@ pub(super) fn execute<'m>(
         at_s: r.t + 1,
         since_s: r.since,
         cause: format!("{:?}", r.cause).to_lowercase(),
+        loader_behind: r.loader_behind,
         detail: r.detail,
         halted_within_ms: Some(last_send_ns.map_or(0.0, |l| l.saturating_sub(raised_ns) as f64 / 1e6)),
     });

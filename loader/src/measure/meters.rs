@@ -16,6 +16,7 @@ pub(super) struct LiveTotals {
     pub errors: u64,
     pub in_flight: u64,
     pub open: u64,
+    pub late_loader: u64,
 }
 
 impl LiveTotals {
@@ -28,6 +29,7 @@ impl LiveTotals {
             errors: sum(|l| &l.errors),
             in_flight: sum(|l| &l.in_flight),
             open: sum(|l| &l.open_connections),
+            late_loader: sum(|l| &l.late_loader),
         }
     }
 
@@ -37,6 +39,7 @@ impl LiveTotals {
             sent: self.sent - before.sent,
             ok: self.ok - before.ok,
             errors: self.errors - before.errors,
+            late_loader: self.late_loader.saturating_sub(before.late_loader),
             ..*self
         }
     }

@@ -82,6 +82,25 @@ pub struct PhaseRecord {
     pub sent_ahead: u64,
     /// Sends whose actual send time fell inside the phase window (for sent/s).
     pub sent_in_window: u64,
+    /// Of the sends that waited for a connection, those whose wait was mostly the loader's:
+    /// a connection's answer had reached the kernel (its receive stamp) more than
+    /// [`LATE_NS`] before the send, and the loader had not read it yet (or was not running).
+    pub waited_on_loader: u64,
+    /// Late sends of the loader's (see `late_unpooled`) made after the phase's window ended:
+    /// its backlog spilled into the next phase.
+    pub late_after_end: u64,
+    /// Requests due (intended time passed) that were never sent: dropped at their deadline,
+    /// or still waiting when the run stopped. Each is also in `send_lag`, with the lag it had
+    /// reached then (a lower bound).
+    pub due_unsent: u64,
+    /// Of those, the loader's: a connection was free in the kernel's view (or could be
+    /// opened) before the deadline or the stop, so the loader, not the target, kept it back.
+    pub due_unsent_loader: u64,
+    /// Of those, the ones dropped at their deadline (the rest were waiting at the stop).
+    pub dropped_loader: u64,
+    /// Answer read − the kernel's receive stamp of its last byte, µs: how long answers sat in
+    /// the loader's socket before it read them (answers without a stamp are not in it).
+    pub read_lag: Histogram<u64>,
     /// 2xx/3xx responses completed inside the phase window (for ok/s, goodput).
     pub ok_in_window: u64,
     /// gRPC answers by status code (`--grpc`; all zero otherwise).
@@ -105,6 +124,12 @@ impl PhaseRecord {
             waited_for_connection: 0,
             sent_ahead: 0,
             sent_in_window: 0,
+            waited_on_loader: 0,
+            late_after_end: 0,
+            due_unsent: 0,
+            due_unsent_loader: 0,
+            dropped_loader: 0,
+            read_lag: histogram(),
             ok_in_window: 0,
             grpc: [0; grpc::GRPC_CODES],
         }
@@ -127,6 +152,12 @@ impl PhaseRecord {
         self.waited_for_connection += other.waited_for_connection;
         self.sent_ahead += other.sent_ahead;
         self.sent_in_window += other.sent_in_window;
+        self.waited_on_loader += other.waited_on_loader;
+        self.late_after_end += other.late_after_end;
+        self.due_unsent += other.due_unsent;
+        self.due_unsent_loader += other.due_unsent_loader;
+        self.dropped_loader += other.dropped_loader;
+        self.read_lag.add(&other.read_lag).expect("same bounds");
         self.ok_in_window += other.ok_in_window;
         for (a, b) in self.grpc.iter_mut().zip(other.grpc) {
             *a += b;
@@ -145,6 +176,16 @@ impl PhaseRecord {
     }
 }
 
+/// How a send's lag divides between waiting for a connection and the loader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendWait {
+    /// The pool was exhausted at its intended time (or it opened its own connection).
+    pub for_connection: bool,
+    /// The loader's part of the lag, ns: the lag less the time no connection was free in the
+    /// kernel's view (every one waiting for an answer that had not arrived, or opening).
+    pub loader_ns: u64,
+}
+
 /// One second of the run (by the time things happened, not by phase).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Second {
@@ -156,6 +197,10 @@ pub struct Second {
     pub errors: [u32; ErrorClass::COUNT],
     /// Highest number of requests in flight.
     pub in_flight_max: u32,
+    /// Sends (and due requests never sent) that the loader itself made more than
+    /// [`LATE_NS`] late, recorded in the second they left (or were given up): what the
+    /// emergency stop asks before it calls a cliff.
+    pub late_loader: u32,
     /// Corrected latencies (completion − intended) of the requests that completed in this
     /// second, as the phases' latency histograms count them (timeouts, drops and aborts at
     /// their deadline included).
@@ -174,6 +219,10 @@ pub struct ShardRecord {
     pub connections_opened: u64,
     /// Connection attempts that failed (with or without a request waiting on them).
     pub connect_failures: u64,
+    /// Requests whose deadline passed while their connection was still opening, the connect
+    /// itself not yet given its whole timeout: late before the connect began, not a failed
+    /// connect.
+    pub deadline_while_connecting: u64,
     /// Requests sent again on a fresh connection after a reused one turned out closed.
     pub retried_on_stale_connection: u64,
     /// HTTP/2 answers stamped with the arrival of the segment that carried their last byte
@@ -252,6 +301,7 @@ impl ShardRecord {
             seconds: vec![Second::default(); seconds],
             connections_opened: 0,
             connect_failures: 0,
+            deadline_while_connecting: 0,
             abandoned: 0,
             connect_no_port: 0,
             wake_lateness: histogram(),
@@ -287,7 +337,9 @@ impl ShardRecord {
     }
 
     /// A request of `phase` due at `intended_ns` was sent at `sent_ns`; `own_lag_ns` of its
-    /// lag was the loader's own (see [`PhaseRecord::own_lag`]).
+    /// lag was the loader's own (see [`PhaseRecord::own_lag`]). A send that waited for a
+    /// connection counts none of its lag as the loader's; [`ShardRecord::on_send_split`] says
+    /// how much was.
     #[inline]
     pub fn on_send(
         &mut self,
@@ -298,18 +350,42 @@ impl ShardRecord {
         waited_for_connection: bool,
         in_flight: u32,
     ) {
+        let loader_ns = if waited_for_connection { 0 } else { sent_ns.saturating_sub(intended_ns) };
+        let wait = SendWait { for_connection: waited_for_connection, loader_ns };
+        self.on_send_split(phase, intended_ns, sent_ns, own_lag_ns, wait, in_flight);
+    }
+
+    /// A request of `phase` due at `intended_ns` was sent at `sent_ns`; `own_lag_ns` of its
+    /// lag was the loader's own work, and `wait` says whether it waited for a connection and
+    /// how much of its lag the loader owns (all of it but the time every connection was
+    /// waiting for an answer that had not reached the kernel, or opening).
+    #[inline]
+    pub fn on_send_split(
+        &mut self,
+        phase: usize,
+        intended_ns: u64,
+        sent_ns: u64,
+        own_lag_ns: u64,
+        wait: SendWait,
+        in_flight: u32,
+    ) {
         let lag = sent_ns.saturating_sub(intended_ns);
+        let loader_ns = wait.loader_ns.min(lag);
         let in_window = self.window_of(sent_ns);
+        let after_end = sent_ns >= self.windows[phase].end_ns;
         let p = &mut self.phases[phase];
         p.sent += 1;
         p.send_lag.saturating_record(us(lag));
         p.own_lag.saturating_record(us(own_lag_ns.min(lag)));
         p.late += u64::from(lag > LATE_NS);
-        if lag > LATE_NS && !waited_for_connection {
+        let loader_late = loader_ns > LATE_NS;
+        if loader_late {
             p.late_unpooled += 1;
-            p.late_unpooled_max_us = p.late_unpooled_max_us.max(us(lag));
+            p.late_unpooled_max_us = p.late_unpooled_max_us.max(us(loader_ns));
+            p.waited_on_loader += u64::from(wait.for_connection);
+            p.late_after_end += u64::from(after_end);
         }
-        p.waited_for_connection += u64::from(waited_for_connection);
+        p.waited_for_connection += u64::from(wait.for_connection);
         p.sent_ahead += u64::from(sent_ns < intended_ns);
         if let Some(w) = in_window {
             self.phases[w].sent_in_window += 1;
@@ -317,6 +393,39 @@ impl ShardRecord {
         let s = self.second(sent_ns);
         s.sent += 1;
         s.in_flight_max = s.in_flight_max.max(in_flight);
+        s.late_loader += u32::from(loader_late);
+    }
+
+    /// A request of `phase` due at `intended_ns` was given up unsent at `at_ns` (dropped at
+    /// its deadline, or waiting when the run stopped): a late send that never left, its lag
+    /// at least `at_ns − intended_ns`. `loader` says whether the loader kept it back (a
+    /// connection was free in the kernel's view before then) rather than the target. Only
+    /// the send side is recorded here; the failure itself is [`ShardRecord::on_failure`]'s.
+    #[inline]
+    pub fn on_due_unsent(&mut self, phase: usize, intended_ns: u64, at_ns: u64, loader: bool, dropped: bool) {
+        let lag = at_ns.saturating_sub(intended_ns);
+        let p = &mut self.phases[phase];
+        p.due_unsent += 1;
+        p.send_lag.saturating_record(us(lag));
+        if loader {
+            p.due_unsent_loader += 1;
+            p.dropped_loader += u64::from(dropped);
+            if lag > LATE_NS {
+                p.late += 1;
+                p.late_unpooled += 1;
+                p.late_unpooled_max_us = p.late_unpooled_max_us.max(us(lag));
+            }
+        }
+        if loader && lag > LATE_NS {
+            self.second(at_ns).late_loader += 1;
+        }
+    }
+
+    /// An answer of `phase` whose last byte the kernel stamped at `stamped_ns` was read at
+    /// `read_ns`.
+    #[inline]
+    pub fn on_read(&mut self, phase: usize, stamped_ns: u64, read_ns: u64) {
+        self.phases[phase].read_lag.saturating_record(us(read_ns.saturating_sub(stamped_ns)));
     }
 
     /// A request filled from data row `row` was sent.
@@ -435,10 +544,12 @@ impl ShardRecord {
             // Shards peak at different instants within the second; the sum of their peaks
             // bounds the true peak from above (documented in summary.json's series).
             a.in_flight_max += b.in_flight_max;
+            a.late_loader += b.late_loader;
             a.latency.merge(&b.latency);
         }
         self.connections_opened += other.connections_opened;
         self.connect_failures += other.connect_failures;
+        self.deadline_while_connecting += other.deadline_while_connecting;
         self.abandoned += other.abandoned;
         self.connect_no_port += other.connect_no_port;
         self.wake_lateness.add(&other.wake_lateness).expect("same bounds");

@@ -147,6 +147,7 @@ pub(crate) struct RawVerdict {
     pub cpu_p95_pct: Opt<f64>,
     pub runqueue_p99_ms: Opt<f64>,
     pub send_lag_p99_ms: Opt<f64>,
+    pub read_lag_p99_ms: Opt<f64>,
     pub time_wait: Opt<i64>,
     pub ephemeral_ports_pct: Opt<f64>,
     pub fds_pct: Opt<f64>,

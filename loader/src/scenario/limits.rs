@@ -43,6 +43,10 @@ pub struct VerdictLimits {
     pub runqueue_p99_ms: f64,
     /// Send lag p99 above this many ms (50).
     pub send_lag_p99_ms: f64,
+    /// Read lag p99 (answers' read time − their kernel receive stamp) above this many ms,
+    /// and above the read floor (the shard's deliberate read deferral plus the host's
+    /// wake-up jitter), invalidates (5).
+    pub read_lag_p99_ms: f64,
     /// Live TIME_WAIT sockets above this count (5000).
     pub time_wait: u64,
     /// Ephemeral ports in use above this percentage of the range (60).
@@ -73,6 +77,7 @@ impl Default for VerdictLimits {
             cpu_p95_pct: 70.0,
             runqueue_p99_ms: 1.0,
             send_lag_p99_ms: 50.0,
+            read_lag_p99_ms: 5.0,
             time_wait: 5000,
             ephemeral_ports_pct: 60.0,
             fds_pct: 80.0,
@@ -142,6 +147,7 @@ impl VerdictLimits {
             cpu_p95_pct: pct(&r.cpu_p95_pct, d.cpu_p95_pct)?,
             runqueue_p99_ms: ms(&r.runqueue_p99_ms, d.runqueue_p99_ms)?,
             send_lag_p99_ms: ms(&r.send_lag_p99_ms, d.send_lag_p99_ms)?,
+            read_lag_p99_ms: ms(&r.read_lag_p99_ms, d.read_lag_p99_ms)?,
             time_wait: n(&r.time_wait, d.time_wait)?,
             ephemeral_ports_pct: pct(&r.ephemeral_ports_pct, d.ephemeral_ports_pct)?,
             fds_pct: pct(&r.fds_pct, d.fds_pct)?,

@@ -92,6 +92,10 @@ pub struct EmergencyStop {
     pub detail: String,
     /// From the flag being raised to the last request sent, ms (0: nothing sent after).
     pub halted_within_ms: Option<f64>,
+    /// The loader itself was behind its schedule while the condition held: the stop is the
+    /// loader's, not a cliff of the target's (the verdict says so and the run is untrusted).
+    #[serde(default)]
+    pub loader_behind: bool,
 }
 
 /// A step of the analysis.

@@ -118,6 +118,12 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 late_unpooled: r.late_unpooled,
                 late_unpooled_max_ms: (r.late_unpooled > 0).then(|| r.late_unpooled_max_us as f64 / 1000.0),
                 waited_for_connection: r.waited_for_connection,
+                waited_on_loader: r.waited_on_loader,
+                late_after_end: r.late_after_end,
+                due_unsent: r.due_unsent,
+                due_unsent_loader: r.due_unsent_loader,
+                dropped_loader: r.dropped_loader,
+                read_lag_ms: (!r.read_lag.is_empty()).then(|| latency(&r.read_lag)),
                 sent_ahead: r.sent_ahead,
                 latency_ms: latency(&r.latency),
                 service_ms: latency(&r.service),
@@ -144,6 +150,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 .map(|&c| (c.as_str().to_string(), u64::from(s.errors[c as usize])))
                 .collect(),
             in_flight_max: u64::from(s.in_flight_max),
+            late_loader: u64::from(s.late_loader),
             cpu: inp.cpu.get(t).map(|shards| round2(shards.iter().copied().fold(0.0, f64::max))),
             latency_ms: second_latency(&s.latency),
         })
@@ -173,6 +180,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             profile: plan.profile_kind().as_str().to_string(),
             connections_opened: rec.connections_opened,
             connect_failures: rec.connect_failures,
+            deadline_while_connecting: rec.deadline_while_connecting,
             retried_on_stale_connection: rec.retried_on_stale_connection,
             stamps_by_segment: rec.stamps_by_segment,
             segment_follow_lost: rec.segment_follow_lost,

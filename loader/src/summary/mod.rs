@@ -169,6 +169,10 @@ pub struct RunInfo {
     pub connections_opened: u64,
     /// Connection attempts that failed.
     pub connect_failures: u64,
+    /// Requests whose deadline passed while their connection was opening, before the connect
+    /// had its whole timeout: already late when the connect began (not failed connects).
+    #[serde(default)]
+    pub deadline_while_connecting: u64,
     /// Requests re-sent once after a stale keep-alive connection.
     pub retried_on_stale_connection: u64,
     /// HTTP/2 answers stamped with the arrival of the TCP segment that carried their last

@@ -92,6 +92,29 @@ pub struct PhaseSummary {
     pub late_unpooled_max_ms: Option<f64>,
     /// Sends that found the pool exhausted and waited for a connection.
     pub waited_for_connection: u64,
+    /// Of those, the waits that were the loader's: a connection's answer had reached the
+    /// kernel more than 10 ms before the send, unread (also in `late_unpooled`).
+    #[serde(default)]
+    pub waited_on_loader: u64,
+    /// Late sends of the loader's made after the phase ended: its backlog spilled over.
+    #[serde(default)]
+    pub late_after_end: u64,
+    /// Requests due in this phase and never sent (dropped at their deadline, or waiting when
+    /// the run stopped); each is in `send_lag_ms` with the lag it had reached then.
+    #[serde(default)]
+    pub due_unsent: u64,
+    /// Of those, the loader's: a connection was free in the kernel's view before the
+    /// deadline or the stop (also counted in `late` and `late_unpooled` when over 10 ms).
+    #[serde(default)]
+    pub due_unsent_loader: u64,
+    /// Of those, the ones dropped at their deadline (not counted in the target's
+    /// `dropped_sends`).
+    #[serde(default)]
+    pub dropped_loader: u64,
+    /// How long answers sat in the loader's socket before it read them (read time − the
+    /// kernel's receive stamp of the last byte), ms; null when no answer was stamped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_lag_ms: Option<LatencyMs>,
     /// Sends that left up to `run.send_ahead_us` before their intended time, with a
     /// wake-up that sent another; their latency is measured from when they left.
     #[serde(default)]
@@ -133,6 +156,9 @@ pub struct SecondSummary {
     pub errors: BTreeMap<String, u64>,
     /// Upper bound of requests in flight (sum of the shards' peaks).
     pub in_flight_max: u64,
+    /// Sends (and due requests given up unsent) the loader itself made > 10 ms late.
+    #[serde(default)]
+    pub late_loader: u64,
     /// CPU of the busiest shard this second, percent of one core.
     pub cpu: Option<f64>,
     /// Corrected latency of the requests that completed this second (null: none did, or a

@@ -98,6 +98,36 @@ fn measured(s: &Summary) -> impl Iterator<Item = &PhaseSummary> {
     s.phases.iter().filter(|p| p.kind != "warmup")
 }
 
+/// The phases whose sends are judged: the measured ones, and a warm-up whose backlog of the
+/// loader's own late sends spilled into the measured run (more than [`ISOLATED_LATE_SENDS`]
+/// of them left after it ended) — what the measured phase inherited is evidence in it.
+fn judged(s: &Summary) -> impl Iterator<Item = &PhaseSummary> {
+    s.phases.iter().filter(|p| p.kind != "warmup" || p.late_after_end > ISOLATED_LATE_SENDS)
+}
+
+/// Requests due in `p`: those sent and those due but never sent.
+fn due(p: &PhaseSummary) -> u64 {
+    p.sent + p.due_unsent
+}
+
+/// Sends of `p` that waited for a connection because the target had not answered (the
+/// waits that were the loader's — an answer had arrived unread — taken out).
+fn target_waited(p: &PhaseSummary) -> u64 {
+    p.waited_for_connection.saturating_sub(p.waited_on_loader)
+}
+
+/// What the shard's deliberate read deferral adds to the read lag, ms
+/// (`engine::pace::MAX_DEFER_NS`): answers are read within it on purpose.
+pub const READ_DEFER_MS: f64 = crate::engine::pace::MAX_DEFER_NS as f64 / 1e6;
+
+/// Fewest run-queue waits per second the schedule needs, per shard, when sends are due at
+/// least that often: a shard wakes about once per send up to a few thousand sends a second
+/// (clean runs here: 12,008 waits for 12,000 sends at 1,000 req/s, 95,862 for 96,000 at
+/// 8,000, 71,818 for 360,000 at 30,000 — it batches there).
+const EXPECTED_WAKEUPS_PER_S: f64 = 5_000.0;
+/// A shard that ran fewer times than this share of what its schedule needed was starved.
+const STARVED_SHARE: f64 = 0.1;
+
 /// Run-queue delay, send lag, late sends, pool waits and drops.
 pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reason>) {
     let share = limits.loader_delay_pct / 100.0;
@@ -112,10 +142,13 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
         adaptive: s.run.wake_window_adaptive,
         paused: pause_clause(s),
     };
-    for p in measured(s) {
+    for p in judged(s) {
         send_lag(p, &run, &floor.for_phase(s, p), reasons, &mut resolution);
-        target_waits(p, share, reasons);
+        if p.kind != "warmup" {
+            target_waits(p, share, reasons);
+        }
     }
+    read_lag(s, limits, floor, reasons);
     if let Some((lag, lat, floor)) = resolution {
         reasons.push(reason(
             "host_resolution",
@@ -131,11 +164,103 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
         ));
     }
     late_sends(s, limits, share, reasons);
+    loader_waits(s, reasons);
     let sends_late = sends_show_it(&reasons[first..]).map(|r| r.code.clone());
     if let Some(r) = runqueue(s, &run, sends_late.as_deref()) {
         reasons.insert(first, r);
     }
     tail(s, limits, share, reasons);
+    emergency_stop(s, reasons);
+}
+
+/// The emergency stop is a cliff of the target's only if the loader kept its schedule while
+/// the condition held. If the loader was behind (its own late sends in those seconds, as the
+/// live detector saw them or the finished series shows, or any invalidating evidence on its
+/// sends), the stop was the loader's: it says so and invalidates.
+fn emergency_stop(s: &Summary, reasons: &mut Vec<Reason>) {
+    let Some(e) = &s.analysis.emergency_stop else { return };
+    let seconds = || s.series.iter().filter(|x| x.t >= e.since_s && x.t <= e.at_s);
+    let late: u64 = seconds().map(|x| x.late_loader).sum();
+    let behind_seconds = seconds().filter(|x| crate::analysis::LiveSecond::from(*x).loader_behind()).count();
+    let sends = sends_show_it(reasons).map(|r| r.code.clone());
+    if !(e.loader_behind || behind_seconds > 0 || sends.is_some()) {
+        return;
+    }
+    let evidence = match (behind_seconds, sends) {
+        (n, _) if n > 0 => format!(
+            "{late} of its own sends left more than 10 ms late with a connection free in the seconds the condition held ({n} of them behind)"
+        ),
+        (_, Some(code)) => format!("its sends show it ({code})"),
+        _ => "the live detector saw its own sends fall behind".to_string(),
+    };
+    reasons.push(reason(
+        "emergency_stop",
+        LOADER,
+        true,
+        e.at_s as f64,
+        None,
+        format!(
+            "stopped: the loader fell behind its schedule, not the target — {evidence}; the bad seconds from t={} s to t={} s ({}) were the loader's, so no cliff of the target's is called",
+            e.since_s, e.at_s, e.cause
+        ),
+    ));
+}
+
+/// Read lag: how long answers sat in the loader's sockets after the kernel stamped their
+/// last byte. The latency figures do not include it (they end at the stamp), but a loader
+/// that reads late holds its connections busy with answers already there — the pool looks
+/// exhausted and the target looks slow — and it means the loader was not running when its
+/// answers came. It invalidates above `Limits::read_lag_p99_ms` and above the read floor:
+/// the shard's deliberate deferral ([`READ_DEFER_MS`]) plus the host's wake-up jitter at
+/// the same slack as send lag. Judged on a p99 of at least [`MIN_SENDS_FOR_P99`] answers.
+fn read_lag(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reason>) {
+    let worst = judged(s)
+        .filter_map(|p| p.read_lag_ms.as_ref().map(|r| (p, r)))
+        .filter(|(_, r)| r.count >= MIN_SENDS_FOR_P99)
+        .max_by(|a, b| a.1.p99.total_cmp(&b.1.p99));
+    let Some((p, r)) = worst else { return };
+    let read_floor = READ_DEFER_MS + at_floor_ms(floor.ms, 0.0, false);
+    let limit = limits.read_lag_p99_ms.max(read_floor);
+    if r.p99 <= limit {
+        return;
+    }
+    reasons.push(reason(
+        "read_lag",
+        LOADER,
+        true,
+        r.p99,
+        Some(limit),
+        format!(
+            "{}: answers sat {:.2} ms (p99; max {:.1} ms, over {} answers) in the loader's sockets after the kernel received them, above {limit:.1} ms (reads are deferred up to {READ_DEFER_MS:.0} ms on purpose; this host's wake-up jitter {:.2} ms): the loader was not reading when its answers came — its connections stayed busy with answers already there",
+            p.name, r.p99, r.max, r.count, floor.ms
+        ),
+    ));
+}
+
+/// Sends that waited for a connection whose answer had already reached the kernel unread:
+/// the pool looked exhausted because of the loader, not the target. Named beside the
+/// target's waits (`pool_exhausted`); they invalidate as late sends do (they are in
+/// `late_unpooled`), so here they annotate unless no send rule has spoken.
+fn loader_waits(s: &Summary, reasons: &mut Vec<Reason>) {
+    let held: u64 = judged(s).map(|p| p.waited_on_loader).sum();
+    let unsent: u64 = judged(s).map(|p| p.due_unsent_loader).sum();
+    if held == 0 && unsent == 0 {
+        return;
+    }
+    let due: u64 = judged(s).map(due).sum();
+    let spoken = sends_show_it(reasons).is_some();
+    let many = held + unsent > ISOLATED_LATE_SENDS && (held + unsent) as f64 >= 0.001 * due as f64;
+    let read = judged(s).filter_map(|p| p.read_lag_ms.as_ref()).map(|r| r.p99).fold(0.0, f64::max);
+    reasons.push(reason(
+        "loader_held_connections",
+        LOADER,
+        many && !spoken,
+        (held + unsent) as f64,
+        None,
+        format!(
+            "{held} sends waited for a connection whose answer had already reached the kernel (read lag p99 {read:.2} ms), and {unsent} requests were due but never sent while a connection was free: the loader, not the target, kept them back"
+        ),
+    ));
 }
 
 /// The reason by which the loader's own sends show a delay (an invalidating `send_lag` or
@@ -177,7 +302,16 @@ fn runqueue(s: &Summary, run: &RunContext, sends_late: Option<&str>) -> Option<R
     };
     // A count of 0 is a summary from before waits were counted: judged as before.
     let few = rq.count > 0 && rq.count < MIN_WAITS_FOR_P99;
+    let expected = expected_wakeups(s);
+    let starved = rq.count > 0 && (rq.count as f64) < STARVED_SHARE * expected;
     let (invalidates, why) = match sends_late {
+        _ if starved => (
+            true,
+            format!(
+                "the shards ran only {} times where their schedule needed about {expected:.0} wake-ups: few waits because they were starved, not because the spell was brief",
+                rq.count
+            ),
+        ),
         _ if !few => (true, "something else competed for the loader's CPUs".to_string()),
         Some(code) => (true, format!("a p99 of only {} waits, but the sends show it ({code})", rq.count)),
         None => (
@@ -199,6 +333,17 @@ fn runqueue(s: &Summary, run: &RunContext, sends_late: Option<&str>) -> Option<R
         Some(limit),
         format!("the loader's shard threads waited {p99_ms:.2} ms (p99) runnable but not running, {what}: {why}"),
     ))
+}
+
+/// About how many times the shards had to wake for their schedule: a wake-up per due
+/// request, at most [`EXPECTED_WAKEUPS_PER_S`] a second per shard (fewer when they send in
+/// rounds, `--send-ahead` of 1 ms or more: one a round).
+fn expected_wakeups(s: &Summary) -> f64 {
+    let due: u64 = s.phases.iter().map(due).sum();
+    let round_ms = s.run.send_ahead_us / 1000.0;
+    let per_s = if round_ms >= 1.0 { EXPECTED_WAKEUPS_PER_S.min(1000.0 / round_ms) } else { EXPECTED_WAKEUPS_PER_S };
+    let seconds = s.phases.iter().map(|p| p.measured_s.unwrap_or(p.duration_s)).sum::<f64>();
+    (due as f64).min(per_s * seconds * s.run.threads.max(1) as f64)
 }
 
 /// What a phase's send lag says about the loader (the relative rules of the module doc).
@@ -290,19 +435,27 @@ fn send_lag(
     // the loader's isolated late sends are `late_sends`' to report. (CI: 25 % of SYNs dropped,
     // no keep-alive: lag p99 2,059 ms from 285 sends that waited for their connect, and one
     // late send with a connection free invalidated the run for the loader.)
-    if lag > limits.send_lag_p99_ms && p.late_unpooled > 0 && p.late_unpooled as f64 >= 0.01 * p.sent as f64 {
+    if lag > limits.send_lag_p99_ms && p.late_unpooled > 0 && p.late_unpooled as f64 >= 0.01 * due(p) as f64 {
         reasons.push(reason(
             "send_lag",
             LOADER,
             true,
             lag,
             Some(limits.send_lag_p99_ms),
-            format!("{}: send lag p99 {lag:.1} ms above {} ms with connections free: the loader could not keep its schedule", p.name, limits.send_lag_p99_ms),
+            format!(
+                "{}: send lag p99 {lag:.1} ms above {} ms with connections free: the loader could not keep its schedule ({} of {} due requests late by its own doing{}{})",
+                p.name,
+                limits.send_lag_p99_ms,
+                p.late_unpooled,
+                due(p),
+                if p.due_unsent_loader > 0 { format!(", {} never sent", p.due_unsent_loader) } else { String::new() },
+                if p.kind == "warmup" { "; the warm-up's backlog spilled into the measured run" } else { "" }
+            ),
         ));
         return;
     }
     let own = p.own_lag_ms.as_ref().map_or(lag, |o| o.p99);
-    match judge_lag(lag, own, lat, p.sent, p.waited_for_connection, floor, share, window_us / 1000.0, adaptive) {
+    match judge_lag(lag, own, lat, p.sent, target_waited(p), floor, share, window_us / 1000.0, adaptive) {
         Lag::Immaterial => {}
         Lag::OwnWork => {
             let what = if window_us > 0.0 {
@@ -364,8 +517,11 @@ fn send_lag(
 fn target_waits(p: &PhaseSummary, share: f64, reasons: &mut Vec<Reason>) {
     let waited = p.late.saturating_sub(p.late_unpooled);
     let (lag, lat) = (p.send_lag_ms.p99, p.latency_ms.p99);
-    let tail =
-        share < 1.0 && p.waited_for_connection as f64 > WAITED_SHARE_MAX * p.sent as f64 && material(lag, share, lat);
+    // The waits set the lag p99 only when the target's outnumber the loader's own.
+    let tail = share < 1.0
+        && target_waited(p) as f64 > WAITED_SHARE_MAX * p.sent as f64
+        && target_waited(p) > p.waited_on_loader
+        && material(lag, share, lat);
     if waited > 0 {
         reasons.push(reason(
             "pool_exhausted",
@@ -376,7 +532,7 @@ fn target_waits(p: &PhaseSummary, share: f64, reasons: &mut Vec<Reason>) {
             format!("{}: {waited} requests left late because every connection was busy (slow answers × rate exceeded the pool); their latency counts from the due time, so the numbers hold, but the target saw fewer concurrent arrivals than planned — raise --connections if that matters", p.name),
         ));
     } else if tail {
-        let n = p.waited_for_connection;
+        let n = target_waited(p);
         reasons.push(reason(
             "pool_exhausted",
             TARGET,
@@ -391,7 +547,9 @@ fn target_waits(p: &PhaseSummary, share: f64, reasons: &mut Vec<Reason>) {
             ),
         ));
     }
-    let dropped = p.errors.get("dropped").copied().unwrap_or(0);
+    // Drops the loader kept back (a connection was free before the deadline) are its own
+    // late sends; the rest are the target's.
+    let dropped = p.errors.get("dropped").copied().unwrap_or(0).saturating_sub(p.dropped_loader);
     if dropped > 0 {
         reasons.push(reason(
             "dropped_sends",
@@ -416,16 +574,16 @@ fn target_waits(p: &PhaseSummary, share: f64, reasons: &mut Vec<Reason>) {
 /// a note (CI: 2 % loss, 5 ms delay, 500 req/s — one 22 ms pause of the shard made 10 late
 /// sends, 0.33 % of them, inside a latency p99 of 216 ms, and invalidated the run).
 fn late_sends(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason>) {
-    let late: u64 = measured(s).map(|p| p.late_unpooled).sum();
-    let sent: u64 = measured(s).map(|p| p.sent).sum();
+    let late: u64 = judged(s).map(|p| p.late_unpooled).sum();
+    let sent: u64 = judged(s).map(due).sum();
     let lag_reported = reasons.iter().any(|r| r.code == "send_lag");
     if late == 0 || lag_reported {
         return;
     }
     let pct = late as f64 * 100.0 / sent.max(1) as f64;
-    let late_phases = || measured(s).filter(|p| p.late_unpooled > 0);
+    let late_phases = || judged(s).filter(|p| p.late_unpooled > 0);
     let material = |p: &PhaseSummary| match p.late_unpooled_max_ms {
-        Some(most) if share < 1.0 && (p.late_unpooled as f64) < 0.01 * p.sent as f64 => {
+        Some(most) if share < 1.0 && (p.late_unpooled as f64) < 0.01 * due(p) as f64 => {
             most >= share * p.latency_ms.p99
         }
         _ => true,

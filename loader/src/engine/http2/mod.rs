@@ -578,13 +578,20 @@ impl Shard {
                 "in flight when the run stopped (latency recorded then: a lower bound)".into(),
             );
         }
-        st.errors += super::account_stopped_schedule(&mut st.record, &mut self.schedule, now, stopped_at);
+        // Due and unsent at the stop: the loader's when some connection had a stream free.
+        let loader = st.slots.iter().any(|s| {
+            s.send
+                .as_ref()
+                .is_some_and(|h| s.active < (h.current_max_send_streams() as u32).min(self.ctx.h2.max_streams))
+        });
+        st.errors += super::account_stopped_schedule(&mut st.record, &mut self.schedule, now, stopped_at, loader);
         st.in_flight = 0;
     }
 
     fn publish(&mut self) {
         let st = self.ctx.state.borrow();
         self.ctx.cfg.live.publish(st.sent, st.ok, st.errors, u64::from(st.in_flight), u64::from(st.open));
+        self.ctx.cfg.live.publish_late(st.record.phases.iter().map(|p| p.late_unpooled).sum());
         // Once a second at most (a turn that finds the main thread reading tries next turn).
         let now = self.ctx.cfg.clock.now_ns();
         if let Some(copies) = &self.ctx.cfg.live_copies

@@ -91,7 +91,13 @@ impl Shard {
                 None => match self.schedule.peek() {
                     Some(due) if due.intended_ns <= until => {
                         let deadline = due.intended_ns + self.timeout_ns;
-                        (self.take(due, now, deadline), true)
+                        let mut f = self.take(due, now, deadline);
+                        // Streams are not modelled in the instant-reading pool: a wait for
+                        // one counts as the target's, as it always has.
+                        if f.waited {
+                            f.free_ns = f.taken_ns;
+                        }
+                        (f, true)
                     }
                     _ => break,
                 },
@@ -99,6 +105,9 @@ impl Shard {
             if now >= f.deadline_ns {
                 if from_schedule {
                     self.schedule.advance();
+                    // The loader's when a stream was free (or a connection could open).
+                    let loader = self.h2_situation().0 > 0;
+                    self.record.on_due_unsent(f.phase, f.intended_ns, f.deadline_ns, loader, true);
                     self.record.on_failure(
                         f.phase,
                         f.intended_ns,
@@ -181,7 +190,8 @@ impl Shard {
         // A request sent again after the server did not process it was counted then.
         if !f.retried {
             let own_lag = own_lag(f.intended_ns, now, self.woke_at, self.wake_target);
-            self.record.on_send(f.phase, f.intended_ns, now, own_lag, waited, self.in_flight);
+            let wait = requests::send_wait(&f, waited);
+            self.record.on_send_split(f.phase, f.intended_ns, now, own_lag, wait, self.in_flight);
             if let Some(row) = self.requests.row_of(f.request) {
                 self.record.on_row(row);
             }
@@ -352,6 +362,9 @@ impl Shard {
                     }
                     None => stamp.map_or(now, |s| self.realtime.run_time(s, f.sent_ns, now)),
                 };
+                if arrived.is_some() || stamp.is_some() {
+                    self.record.on_read(f.phase, done, now);
+                }
                 let ok = match grpc {
                     // (A gRPC call answered with an HTTP error status is that HTTP error.)
                     Some((code, message)) if status == 200 => {

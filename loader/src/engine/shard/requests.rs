@@ -28,7 +28,10 @@ impl Shard {
             }
             let deadline = due.intended_ns + self.timeout_ns;
             if now >= deadline {
-                // Its deadline passed before any connection came free: never sent.
+                // Its deadline passed before any connection came free: never sent. The
+                // loader's when a connection was free in the kernel's view before then.
+                let loader = self.kernel_free_since().is_some_and(|free| free < deadline);
+                self.record.on_due_unsent(due.phase, due.intended_ns, deadline, loader, true);
                 self.record.on_failure(
                     due.phase,
                     due.intended_ns,
@@ -39,12 +42,14 @@ impl Shard {
                 self.errors += 1;
             } else if let Some(c) = self.idle.pop() {
                 self.in_flight += 1;
-                let f = self.take(due, now, deadline);
+                let mut f = self.take(due, now, deadline);
+                self.claim_slot(c, &mut f);
                 self.note_deadline(deadline);
                 self.send_request(c, f, f.waited);
             } else if let Some(c) = self.closed.pop() {
                 self.in_flight += 1;
-                let f = self.take(due, now, deadline);
+                let mut f = self.take(due, now, deadline);
+                self.claim_slot(c, &mut f);
                 self.start_connect(c, Some(f), now);
             } else {
                 self.pool.exhausted(now);
@@ -59,7 +64,8 @@ impl Shard {
         }
     }
 
-    /// The request `due`, taken from the schedule at `now`.
+    /// The request `due`, taken from the schedule at `now`; its slot in the instant-reading
+    /// pool is claimed when it gets a connection ([`Shard::claim_slot`]).
     pub(super) fn take(&self, due: Due, now: u64, deadline_ns: u64) -> InFlight {
         InFlight {
             phase: due.phase,
@@ -70,7 +76,35 @@ impl Shard {
             written: 0,
             retried: false,
             waited: self.pool.waited(due.intended_ns),
+            free_ns: due.intended_ns,
+            taken_ns: now,
         }
+    }
+
+    /// `f` goes to connection `c` (just taken from the free ones): in the instant-reading
+    /// pool it takes the earliest free slot, so it would have left at the later of its
+    /// intended time and that slot's free time. Only a request that waited looks for it: one
+    /// that found a connection free left at its time in both pools.
+    pub(super) fn claim_slot(&mut self, c: usize, f: &mut InFlight) {
+        if !f.waited {
+            return;
+        }
+        let mut earliest = c;
+        for &k in self.idle.iter().chain(&self.closed) {
+            if self.conns[k].free_since_ns < self.conns[earliest].free_since_ns {
+                earliest = k;
+            }
+        }
+        f.free_ns = self.conns[earliest].free_since_ns.max(f.intended_ns).min(f.taken_ns.max(f.intended_ns));
+        // The slots are interchangeable: `c` now holds the one it left free.
+        let rest = self.conns[c].free_since_ns;
+        self.conns[earliest].free_since_ns = rest;
+    }
+
+    /// The earliest instant a slot of the instant-reading pool is free among the connections
+    /// free now (idle, or closed and ready to open); `None` when none is.
+    pub(in crate::engine) fn kernel_free_since(&self) -> Option<u64> {
+        self.idle.iter().chain(&self.closed).map(|&c| self.conns[c].free_since_ns).min()
     }
 
     pub(super) fn note_deadline(&mut self, deadline: u64) {
@@ -80,15 +114,17 @@ impl Shard {
     pub(in crate::engine) fn send_request(&mut self, c: usize, mut f: InFlight, waited: bool) {
         let now = self.clock.now_ns();
         let own_lag = own_lag(f.intended_ns, now, self.woke_at, self.wake_target);
+        let wait = send_wait(&f, waited);
         f.sent_ns = now;
         let conn = &mut self.conns[c];
         conn.state = State::Busy;
         conn.inflight = Some(f);
+        conn.expiry_deferred = false;
         conn.parser.expect_head(self.requests.head[f.request as usize]);
         let (fd, generation) = (conn.raw_fd(), conn.generation);
         // A request sent again after a stale connection was sent once already: counted then.
         if !f.retried {
-            self.record.on_send(f.phase, f.intended_ns, now, own_lag, waited, self.in_flight);
+            self.record.on_send_split(f.phase, f.intended_ns, now, own_lag, wait, self.in_flight);
             if let Some(row) = self.requests.row_of(f.request) {
                 self.record.on_row(row);
             }
@@ -196,6 +232,7 @@ impl Shard {
             Ok(Chunk::More) => self.streaming = true,
             Ok(Chunk::Done { status, close }) => {
                 let done = self.completion_time(c, stamp, now);
+                self.note_read(c, stamp.map(|_| done), now);
                 self.conns[c].parser.reset();
                 self.finish_answered(c, status, done);
                 if close || !self.keepalive {
@@ -205,10 +242,30 @@ impl Shard {
         }
     }
 
+    /// The answer on `c`, whose last byte the kernel stamped at `stamped` (run time; `None`:
+    /// not stamped), was read at `now`: its read lag.
+    pub(in crate::engine) fn note_read(&mut self, c: usize, stamped: Option<u64>, now: u64) {
+        if let (Some(at), Some(f)) = (stamped, self.conns[c].inflight) {
+            self.record.on_read(f.phase, at, now);
+        }
+    }
+
     pub(in crate::engine) fn finish_answered(&mut self, c: usize, status: u16, done: u64) {
         let conn = &mut self.conns[c];
+        if conn.expiry_deferred && conn.inflight.is_some_and(|f| done > f.deadline_ns) {
+            // Its deadline had passed with bytes unread, and the answer ended after it.
+            let deadline = conn.inflight.map_or(done, |f| f.deadline_ns);
+            self.fail_request(
+                c,
+                ErrorClass::Timeout,
+                Cow::Borrowed("no complete response by its deadline (intended time + timeout)"),
+                deadline,
+            );
+            return;
+        }
         let Some(f) = conn.inflight.take() else { return };
         conn.served += 1;
+        conn.free_since_ns = slot_free(&f, done);
         self.record.on_response(f.phase, f.intended_ns, f.sent_ns, done, status);
         if (200..400).contains(&status) {
             self.ok += 1;
@@ -239,6 +296,7 @@ impl Shard {
         now: u64,
     ) {
         if let Some(f) = self.conns[c].inflight.take() {
+            self.conns[c].free_since_ns = slot_free(&f, now);
             self.finish_failed(f, now, class, message);
         }
         self.begin_close(c);
@@ -247,6 +305,10 @@ impl Shard {
     /// Fail what has passed its deadline — requests, connects, handshakes — at exactly the
     /// deadline, and note the earliest deadline still ahead.
     pub(super) fn expire(&mut self, now: u64) {
+        // Answers already completed are read before anything is called late.
+        if !self.ring.completion().is_empty() {
+            self.reap(now);
+        }
         let mut next = u64::MAX;
         for c in 0..self.conns.len() {
             if self.conns[c].h2.is_some() {
@@ -265,6 +327,13 @@ impl Shard {
             let Some(deadline) = deadline else { continue };
             if now < deadline {
                 next = next.min(deadline);
+                continue;
+            }
+            if conn.state == State::Busy && !conn.expiry_deferred && unread(conn) {
+                // Bytes of the answer arrived and were not read yet (the shard was late): read
+                // them first; their kernel stamp says whether it beat the deadline.
+                self.conns[c].expiry_deferred = true;
+                next = next.min(now + DEFERRED_EXPIRY_NS);
                 continue;
             }
             match conn.state {
@@ -294,7 +363,13 @@ impl Shard {
                     );
                 }
                 _ => {
-                    self.record.connect_failures += 1;
+                    // The connect failed only if it had the whole timeout; a request that was
+                    // already late when its connect began ran out of its own time instead.
+                    if now.saturating_sub(self.conns[c].connect_started_ns) >= self.timeout_ns {
+                        self.record.connect_failures += 1;
+                    } else {
+                        self.record.deadline_while_connecting += 1;
+                    }
                     self.fail_request(
                         c,
                         ErrorClass::Timeout,
@@ -330,7 +405,12 @@ impl Shard {
                 );
             }
         }
-        self.errors += crate::engine::account_stopped_schedule(&mut self.record, &mut self.schedule, now, stopped_at);
+        // Due and not sent by the stop: the loader's when a connection was free (in the
+        // kernel's view) before it, the target's when every one still waited for an answer.
+        let loader = self.kernel_free_since().is_some_and(|free| free < stopped_at)
+            || self.h2.is_some() && self.h2_situation().0 > 0;
+        self.errors +=
+            crate::engine::account_stopped_schedule(&mut self.record, &mut self.schedule, now, stopped_at, loader);
         self.in_flight = 0;
     }
 }
@@ -343,6 +423,37 @@ pub(in crate::engine) fn own_lag(intended: u64, sent: u64, woke: u64, target: u6
     let lag = sent.saturating_sub(intended);
     let host = woke.saturating_sub(target.max(intended));
     lag.saturating_sub(host)
+}
+
+/// How long an expiry waits for unread bytes of the answer to be read.
+const DEFERRED_EXPIRY_NS: u64 = 1_000_000;
+
+/// Whether bytes sit unread in the connection's socket (`SIOCINQ`): an answer, or part of
+/// one, that reached the kernel and that the shard has not taken yet.
+fn unread(conn: &crate::engine::conn::Conn) -> bool {
+    use std::os::fd::AsRawFd;
+    let Some(socket) = conn.socket.as_ref() else { return false };
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD (= SIOCINQ on TCP) writes one c_int through the pointer.
+    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), libc::FIONREAD, &mut n) };
+    rc == 0 && n > 0
+}
+
+/// When the slot `f` held in the instant-reading pool comes free, its request having ended
+/// at `done` (the answer's kernel stamp): its modelled send plus the time the real one took
+/// from its take to `done` (connect and handshake included when it opened the connection).
+fn slot_free(f: &InFlight, done: u64) -> u64 {
+    f.free_ns.saturating_add(done.saturating_sub(f.taken_ns))
+}
+
+/// How the lag of `f` divides: whether it waited for a connection (`waited`), and the
+/// loader's part — from when a connection was free for it in the kernel's view to when the
+/// shard took it from the schedule (`f.sent_ns` until it is sent). What follows the take is
+/// the send itself on an idle connection (microseconds), or the connect and handshake of the
+/// connection it opened: the target's and the network's, which the probes measure.
+pub(in crate::engine) fn send_wait(f: &InFlight, waited: bool) -> crate::record::SendWait {
+    let loader_ns = f.taken_ns.saturating_sub(f.free_ns.max(f.intended_ns));
+    crate::record::SendWait { for_connection: waited, loader_ns }
 }
 
 /// Whether a request that opened its own connection counts as having waited for one — so

@@ -210,6 +210,7 @@ impl Shard {
                 Some(Some(Ok(Chunk::More))) => self.streaming = true,
                 Some(Some(Ok(Chunk::Done { status, close }))) => {
                     let done = self.completion_time(c, stamp, now);
+                    self.note_read(c, stamp.map(|_| done), now);
                     self.conns[c].parser.reset();
                     self.finish_answered(c, status, done);
                     if close || !self.keepalive {

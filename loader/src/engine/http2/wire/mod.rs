@@ -342,6 +342,8 @@ pub fn outcome_of_wire(wire: &[u8], max_body: u64, grpc: bool, piece: usize) -> 
         written: 0,
         retried: false,
         waited: false,
+        free_ns: 0,
+        taken_ns: 0,
     };
     w.open(f(0), &[0x82, 0x86, 0x84], &Bytes::new());
     w.open(f(1), &[0x82, 0x86, 0x84], &Bytes::new());

@@ -11,6 +11,8 @@ fn flight(deadline_ns: u64) -> InFlight {
         written: 0,
         retried: false,
         waited: false,
+        free_ns: 0,
+        taken_ns: 0,
     }
 }
 
