@@ -17,6 +17,10 @@
 //! | 64 ephemeral ports, no keep-alive | untrusted, loader (`ephemeral_ports`/`ports_exhausted`) |
 //! | a stripped loader: the TLS uprobes cannot attach | trusted, `probe_unavailable`/loader note |
 //! | two shards sharing the loader's one core at 2 000 req/s | trusted |
+//! | the starvation matrix: busy loops on the loader's core (1 at nice 0, 2 at −5, 3 at −10) × 2 000 / 8 000 req/s × 16 / 64 connections × with / without the emergency stop | untrusted, loader, no pool wait or drop laid at the target's door (one loop at nice 0: the same, unless the shard never waited for its CPU — then its schedule held and it may be trusted) |
+//! | the loader stopped for 1 s and 2 s at 8 000 req/s | untrusted, loader, nothing on the target |
+//! | a 10 % CPU quota on the loader at 8 000 req/s | untrusted, loader, nothing on the target |
+//! | a target at its capacity (16 workers × 10 ms = 1 600/s) at 2 000 req/s, the loader starved by 3 loops at −10 | untrusted, loader — and the target's saturation named beside it |
 //!
 //! The loader runs pinned to CPU 0 (`taskset -c 0`, one shard), the built-in target to CPU 1;
 //! the scenarios run one at a time (a lock in the harness's `matrix`). Every run prints one
@@ -639,4 +643,167 @@ fn two_shards_sharing_one_core_at_2000_rps_are_trusted() {
         return;
     }
     Check::new(&o).trusted().finish();
+}
+
+/// Pool waits and drops: what a starved loader used to lay at the target's door.
+const TARGET_BLAME: &[&str] = &["pool_exhausted", "dropped_sends"];
+
+/// `loops` busy loops at `nice` on the loader's core, started before it, while it runs at
+/// `rate` through `connections` (with or without the emergency stop) against a healthy
+/// target on the other core. The loader waited for its CPU: untrusted on the loader's side,
+/// and no pool wait or drop blamed on the target. One loop at nice 0 may not starve it at
+/// all (this kernel's scheduler lets a waking shard preempt a nice-0 loop: run-queue p99 of
+/// a few µs): then it must not be untrusted on any other side, and trusted only if its
+/// run-queue p99 stayed under the 1 ms limit.
+fn starved(scenario: &str, loops: usize, nice: i32, rate: u32, connections: u32, emergency_stop: bool) {
+    let Some(_serial) = setup(scenario) else { return };
+    let target = target(&[]);
+    let mut hogs = Hogs::pinned(LOADER_CPU, loops, nice);
+    thread::sleep(Duration::from_millis(300));
+    let (url, rate, connections) = (target.url(), rate.to_string(), connections.to_string());
+    let mut args = vec!["--url", url.as_str(), "--rate", &rate, "--connections", &connections];
+    if !emergency_stop {
+        args.push("--no-emergency-stop");
+    }
+    let o = Run::new(scenario).args(&args).args(SHAPE).run();
+    let alive = hogs.alive();
+    drop(hogs);
+    if o.skip_without_ebpf() {
+        return;
+    }
+    let rq_ms = o.summary()["probes"]["runqueue_us"]["p99"].as_f64().unwrap_or(f64::MAX) / 1000.0;
+    let mut check = Check::new(&o);
+    check.set_up(alive, "a busy loop died during the run").no_target_blame(TARGET_BLAME);
+    if loops == 1 && nice == 0 && rq_ms <= 1.0 {
+        check.note(format!("one loop at nice 0 never held the shard (run-queue p99 {rq_ms:.3} ms)")).trusted();
+    } else {
+        check.untrusted_on("loader", &[]);
+    }
+    check.finish();
+}
+
+macro_rules! starvation_rows {
+    ($($name:ident: $loops:expr, $nice:expr, $rate:expr, $conns:expr, $stop:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            starved(stringify!($name), $loops, $nice, $rate, $conns, $stop);
+        }
+    )*};
+}
+
+starvation_rows! {
+    starved_1_loop_nice_0_2000_rps_16_conns: 1, 0, 2000, 16, true;
+    starved_1_loop_nice_0_2000_rps_64_conns_no_stop: 1, 0, 2000, 64, false;
+    starved_1_loop_nice_0_8000_rps_16_conns_no_stop: 1, 0, 8000, 16, false;
+    starved_1_loop_nice_0_8000_rps_64_conns: 1, 0, 8000, 64, true;
+    starved_2_loops_nice_minus_5_2000_rps_16_conns: 2, -5, 2000, 16, true;
+    starved_2_loops_nice_minus_5_2000_rps_16_conns_no_stop: 2, -5, 2000, 16, false;
+    starved_2_loops_nice_minus_5_2000_rps_64_conns: 2, -5, 2000, 64, true;
+    starved_2_loops_nice_minus_5_2000_rps_64_conns_no_stop: 2, -5, 2000, 64, false;
+    starved_2_loops_nice_minus_5_8000_rps_16_conns: 2, -5, 8000, 16, true;
+    starved_2_loops_nice_minus_5_8000_rps_16_conns_no_stop: 2, -5, 8000, 16, false;
+    starved_2_loops_nice_minus_5_8000_rps_64_conns: 2, -5, 8000, 64, true;
+    starved_2_loops_nice_minus_5_8000_rps_64_conns_no_stop: 2, -5, 8000, 64, false;
+    starved_3_loops_nice_minus_10_2000_rps_16_conns: 3, -10, 2000, 16, true;
+    starved_3_loops_nice_minus_10_2000_rps_16_conns_no_stop: 3, -10, 2000, 16, false;
+    starved_3_loops_nice_minus_10_2000_rps_64_conns: 3, -10, 2000, 64, true;
+    starved_3_loops_nice_minus_10_2000_rps_64_conns_no_stop: 3, -10, 2000, 64, false;
+    starved_3_loops_nice_minus_10_8000_rps_16_conns: 3, -10, 8000, 16, true;
+    starved_3_loops_nice_minus_10_8000_rps_16_conns_no_stop: 3, -10, 8000, 16, false;
+    starved_3_loops_nice_minus_10_8000_rps_64_conns: 3, -10, 8000, 64, true;
+    starved_3_loops_nice_minus_10_8000_rps_64_conns_no_stop: 3, -10, 8000, 64, false;
+}
+
+/// The loader stopped (SIGSTOP) for `pause` at 8 000 req/s through 32 connections, 3 s into
+/// the hold: the pool fills with answers it cannot read. Untrusted on the loader's side, and
+/// the exhausted pool is not the target's.
+fn stopped_at_8000(scenario: &str, pause: Duration) {
+    let Some(_serial) = setup(scenario) else { return };
+    let target = target(&[]);
+    let running =
+        Run::new(scenario).args(&["--url", &target.url(), "--rate", "8000", "--connections", "32"]).args(SHAPE).spawn();
+    let line = running.wait_line(Duration::from_secs(40), |l| second_of(l) == Some(5));
+    if line.is_some() {
+        let pid = running.pid;
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0, "SIGSTOP: {}", std::io::Error::last_os_error());
+        let resume = Continue(pid);
+        thread::sleep(pause);
+        drop(resume);
+    }
+    let o = running.finish();
+    if o.skip_without_ebpf() {
+        return;
+    }
+    Check::new(&o)
+        .set_up(line.is_some(), "no `[   5s]` line from --plain within 40 s: the stop was never sent")
+        .untrusted_on("loader", &[])
+        .no_target_blame(TARGET_BLAME)
+        .finish();
+}
+
+#[test]
+fn starved_by_a_1s_stop_at_8000_rps() {
+    stopped_at_8000("starved_by_a_1s_stop_at_8000_rps", Duration::from_secs(1));
+}
+
+#[test]
+fn starved_by_a_2s_stop_at_8000_rps() {
+    stopped_at_8000("starved_by_a_2s_stop_at_8000_rps", Duration::from_secs(2));
+}
+
+/// The loader in a cgroup allowed 10 % of a CPU at 8 000 req/s (more work than that): it is
+/// throttled every period. Untrusted on the loader's side, nothing laid at the target's door.
+#[test]
+fn starved_by_a_10_percent_quota_at_8000_rps() {
+    let scenario = "starved_by_a_10_percent_quota_at_8000_rps";
+    let Some(_serial) = setup(scenario) else { return };
+    let target = target(&[]);
+    let quota = CpuQuota::create("starved", 10);
+    let o = Run::new(scenario)
+        .in_cgroup(&quota)
+        .args(&["--url", &target.url(), "--rate", "8000", "--connections", "32"])
+        .args(SHAPE)
+        .run();
+    if o.skip_without_ebpf() {
+        return;
+    }
+    Check::new(&o).note(quota.describe()).untrusted_on("loader", &[]).no_target_blame(TARGET_BLAME).finish();
+}
+
+/// Both at once: the target at its capacity (16 workers × 10 ms = 1 600/s) driven at
+/// 2 000 req/s through 64 connections while three loops at nice −10 starve the loader. Both
+/// are true: untrusted with the loader named, and the target's saturation reported beside
+/// it (a target-side note), not instead of it.
+#[test]
+fn starved_loader_and_a_saturated_target_are_both_named() {
+    let scenario = "starved_loader_and_a_saturated_target_are_both_named";
+    let Some(_serial) = setup(scenario) else { return };
+    let target = target(&["--workers", "16", "--delay", "10ms"]);
+    let mut hogs = Hogs::pinned(LOADER_CPU, 3, -10);
+    thread::sleep(Duration::from_millis(300));
+    let o = Run::new(scenario)
+        .args(&[
+            "--url",
+            &target.url(),
+            "--rate",
+            "2000",
+            "--connections",
+            "64",
+            "--timeout",
+            "2s",
+            "--no-emergency-stop",
+        ])
+        .args(SHAPE)
+        .run();
+    let alive = hogs.alive();
+    drop(hogs);
+    if o.skip_without_ebpf() {
+        return;
+    }
+    Check::new(&o)
+        .set_up(alive, "a busy loop died during the run")
+        .untrusted_on("loader", &[])
+        .annotated_on("target", &[])
+        .finish();
 }

@@ -421,10 +421,14 @@ fn figures(o: &Outcome) -> String {
         .or_else(|| s["health"]["peaks"]["ephemeral_ports_max_ratio"].as_f64())
         .map_or("-".into(), |r| format!("{:.0}%", r * 100.0));
     format!(
-        "lag p99 {} ms, rq p99 {} ms, lat p99 {} ms, cpu p95 {}%, TW host {} / probe live {}, ports {}, \
-         cg thr {} ms, syn-rtx {}, rtx {}, ok {}/{} (err {errors}, late {}, waited {}), host load {:.2}",
+        "lag p99 {} ms, read lag p99 {} ms, rq p99 {} ms over {} waits, sent {}/{}, lat p99 {} ms, cpu p95 {}%, TW host {} / probe live {}, ports {}, \
+         cg thr {} ms, syn-rtx {}, rtx {}, ok {}/{} (err {errors}, late {}, by the loader {}, waited {}, of them the loader's {}), host load {:.2}",
         ms(&main["send_lag_ms"]["p99"]),
+        ms(&main["read_lag_ms"]["p99"]),
         ms(&rq),
+        p["runqueue_us"]["count"],
+        main["sent"],
+        main["requests"],
         ms(&main["latency_ms"]["p99"]),
         ms(&s["loader"]["cpu_p95"]),
         s["health"]["peaks"]["time_wait_max"],
@@ -436,7 +440,9 @@ fn figures(o: &Outcome) -> String {
         main["ok"],
         main["requests"],
         main["late"],
+        main["late_unpooled"],
         main["waited_for_connection"],
+        main["waited_on_loader"],
         o.load,
     )
 }
@@ -558,6 +564,26 @@ impl<'a> Check<'a> {
         });
         if !found {
             self.verdict.push(format!("no non-invalidating {what} reason on side {side}"));
+        }
+        self
+    }
+
+    /// No reason with one of `codes` lays anything at the target's door: the evidence on the
+    /// loader's side must not be turned into a finding about the target.
+    pub fn no_target_blame(&mut self, codes: &[&str]) -> &mut Self {
+        self.want.push_str(&format!(", no [target] {}", codes.join("|")));
+        if !self.has_summary() {
+            return self;
+        }
+        let blamed: Vec<String> = self
+            .o
+            .reasons()
+            .iter()
+            .filter(|r| r["side"] == "target" && codes.iter().any(|c| r["code"] == *c))
+            .map(|r| code_side(r))
+            .collect();
+        if !blamed.is_empty() {
+            self.verdict.push(format!("blames the target: {}", blamed.join(", ")));
         }
         self
     }

@@ -313,4 +313,23 @@ mod tests {
         assert!(StopRule { error_rate: 0.0, ..Default::default() }.validate().is_err());
         assert!(StopRule { goodput_ratio: 1.5, ..Default::default() }.validate().is_err());
     }
+
+    #[test]
+    fn a_streak_while_the_loader_was_behind_is_called_the_loaders() {
+        let mut d = CliffDetector::new(StopRule::default());
+        let behind = |t| LiveSecond::new(t, 8000, 2938, 2938, &[0]).with_late_loader(2500);
+        assert!(!d.observe(&behind(3)) && !d.observe(&behind(4)));
+        assert!(d.observe(&behind(5)));
+        let r = d.stopped().unwrap();
+        assert!(
+            r.loader_behind && r.detail.starts_with("stopped: the loader fell behind its schedule, not the target")
+        );
+        // The same goodput with the loader on schedule: the target's cliff.
+        let mut d = CliffDetector::new(StopRule::default());
+        for t in 3..6 {
+            d.observe(&LiveSecond::new(t, 8000, 8000, 2938, &[0]).with_late_loader(3));
+        }
+        let r = d.stopped().unwrap();
+        assert!(!r.loader_behind && r.detail.starts_with("cliff held"), "{}", r.detail);
+    }
 }

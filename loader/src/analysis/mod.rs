@@ -30,7 +30,7 @@ pub mod render;
 pub mod step;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 pub use crate::summary::Criteria;
 pub use knee::{Cliff, Knee, KneeRules, Knees};

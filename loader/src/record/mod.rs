@@ -83,8 +83,8 @@ pub struct PhaseRecord {
     /// Sends whose actual send time fell inside the phase window (for sent/s).
     pub sent_in_window: u64,
     /// Of the sends that waited for a connection, those whose wait was mostly the loader's:
-    /// a connection's answer had reached the kernel (its receive stamp) more than
-    /// [`LATE_NS`] before the send, and the loader had not read it yet (or was not running).
+    /// in the instant-reading pool they would have left in less than half the time — the
+    /// answers that freed a connection sat unread, or the loader was not running.
     pub waited_on_loader: u64,
     /// Late sends of the loader's (see `late_unpooled`) made after the phase's window ended:
     /// its backlog spilled into the next phase.
@@ -382,9 +382,10 @@ impl ShardRecord {
         if loader_late {
             p.late_unpooled += 1;
             p.late_unpooled_max_us = p.late_unpooled_max_us.max(us(loader_ns));
-            p.waited_on_loader += u64::from(wait.for_connection);
             p.late_after_end += u64::from(after_end);
         }
+        // A wait for a connection that was mostly the loader's (however short).
+        p.waited_on_loader += u64::from(wait.for_connection && loader_ns > 0 && loader_ns * 2 >= lag);
         p.waited_for_connection += u64::from(wait.for_connection);
         p.sent_ahead += u64::from(sent_ns < intended_ns);
         if let Some(w) = in_window {
@@ -710,5 +711,28 @@ mod tests {
         assert_eq!((a.tls.handshakes, a.tls.resumed, a.tls.failures), (2, 1, 1));
         assert!(a.tls.handshake.equivalent(a.tls.handshake.max(), 2_000));
         assert!(a.tls.handshake.equivalent(a.tls.handshake.min(), 500));
+    }
+
+    #[test]
+    fn a_wait_splits_into_the_targets_part_and_the_loaders() {
+        const MS: u64 = 1_000_000;
+        let mut r = ShardRecord::new(windows(), 2);
+        // Waited 300 ms for a connection; in the instant-reading pool it would have left
+        // after 5: 295 ms of it were the loader's.
+        r.on_send_split(0, 100 * MS, 400 * MS, 0, SendWait { for_connection: true, loader_ns: 295 * MS }, 1);
+        // Waited 300 ms, all of it for the target's answers.
+        r.on_send_split(0, 100 * MS, 400 * MS, 0, SendWait { for_connection: true, loader_ns: 0 }, 1);
+        let p = &r.phases[0];
+        assert_eq!((p.late, p.late_unpooled, p.waited_for_connection, p.waited_on_loader), (2, 1, 2, 1));
+        assert_eq!(r.seconds[0].late_loader, 1);
+        // Due and never sent: the loader's (a connection was free) and the target's.
+        r.on_due_unsent(0, 200 * MS, 900 * MS, true, false);
+        r.on_due_unsent(0, 300 * MS, 900 * MS, false, true);
+        let p = &r.phases[0];
+        assert_eq!((p.due_unsent, p.due_unsent_loader, p.dropped_loader, p.late_unpooled), (2, 1, 0, 2));
+        assert_eq!(p.send_lag.len(), 4, "each unsent request is in the send lag with the lag it reached");
+        // Read lag: read 3 ms after the kernel's stamp.
+        r.on_read(0, 10 * MS, 13 * MS);
+        assert!(r.phases[0].read_lag.equivalent(r.phases[0].read_lag.max(), 3_000));
     }
 }

@@ -84,7 +84,7 @@ pub fn render(s: &Summary) -> String {
     let r = &s.run;
     let _ = writeln!(
         out,
-        "{}connections {} (opened {}, failed {}), threads {}, timeout {}s, elapsed {:.1}s{}",
+        "{}connections {} (opened {}, failed {}{}), threads {}, timeout {}s, elapsed {:.1}s{}",
         if r.protocol == "h2" {
             format!("HTTP/2, {} streams per connection at most, ", r.max_streams)
         } else {
@@ -93,6 +93,11 @@ pub fn render(s: &Summary) -> String {
         r.connections,
         r.connections_opened,
         r.connect_failures,
+        if r.deadline_while_connecting > 0 {
+            format!("; {} requests ran out of time while their connection opened", r.deadline_while_connecting)
+        } else {
+            String::new()
+        },
         r.threads,
         r.timeout_s,
         r.elapsed_s,
@@ -167,6 +172,14 @@ pub fn render(s: &Summary) -> String {
     }
     if let Some(w) = s.preflight.as_ref().and_then(|p| p.warning.as_ref()) {
         let _ = writeln!(out, "pre-flight warning: {w}");
+    }
+    let read: Vec<String> = s
+        .phases
+        .iter()
+        .filter_map(|p| p.read_lag_ms.as_ref().map(|r| format!("{} {:.2}/{:.2}/{:.1}", p.name, r.p50, r.p99, r.max)))
+        .collect();
+    if !read.is_empty() {
+        let _ = writeln!(out, "read lag ms (answer read − kernel receive stamp, p50/p99/max): {}", read.join(", "));
     }
     if let Some(w) = &s.loader.wake_late_us {
         let _ = writeln!(

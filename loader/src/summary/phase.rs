@@ -92,8 +92,8 @@ pub struct PhaseSummary {
     pub late_unpooled_max_ms: Option<f64>,
     /// Sends that found the pool exhausted and waited for a connection.
     pub waited_for_connection: u64,
-    /// Of those, the waits that were the loader's: a connection's answer had reached the
-    /// kernel more than 10 ms before the send, unread (also in `late_unpooled`).
+    /// Of those, the waits that were mostly the loader's: had it read each answer when the
+    /// kernel stamped it, the send would have left in less than half the time.
     #[serde(default)]
     pub waited_on_loader: u64,
     /// Late sends of the loader's made after the phase ended: its backlog spilled over.

@@ -249,7 +249,7 @@ fn loader_waits(s: &Summary, reasons: &mut Vec<Reason>) {
     }
     let due: u64 = judged(s).map(due).sum();
     let spoken = sends_show_it(reasons).is_some();
-    let many = held + unsent > ISOLATED_LATE_SENDS && (held + unsent) as f64 >= 0.001 * due as f64;
+    let many = held + unsent > ISOLATED_LATE_SENDS && (held + unsent) as f64 >= 0.01 * due as f64;
     let read = judged(s).filter_map(|p| p.read_lag_ms.as_ref()).map(|r| r.p99).fold(0.0, f64::max);
     reasons.push(reason(
         "loader_held_connections",
@@ -522,7 +522,11 @@ fn target_waits(p: &PhaseSummary, share: f64, reasons: &mut Vec<Reason>) {
         && target_waited(p) as f64 > WAITED_SHARE_MAX * p.sent as f64
         && target_waited(p) > p.waited_on_loader
         && material(lag, share, lat);
-    if waited > 0 {
+    // Beside many late sends of the loader's own, a handful the model leaves to the target
+    // are the model's noise (the slots' busy time includes the loader's own delays).
+    let target_late =
+        waited > 0 && (p.late_unpooled == 0 || waited > ISOLATED_LATE_SENDS && waited * 20 >= p.late_unpooled);
+    if target_late {
         reasons.push(reason(
             "pool_exhausted",
             TARGET,

@@ -5,6 +5,7 @@ use crate::scenario::{Plan, Spec};
 use crate::summary::{self, HealthSummary, ProbeSummary, Resets, RunQueueUs};
 
 mod machine;
+mod starvation;
 
 /// A clean run: 100 req/s for 2 s, all answered on time, probes on.
 pub(crate) fn clean() -> Summary {

@@ -1,0 +1,166 @@
+//! The starvation rules: read lag, waits and drops by cause, due-but-unsent requests, a
+//! warm-up's spilled backlog, run-queue waits against what the schedule needed, and the
+//! emergency stop — each with a case where the loader is at fault and one where it is not.
+
+use super::*;
+use crate::summary::{EmergencyStop, LatencyMs, SendLagMs};
+
+fn read_lag(p99: f64, count: u64) -> Option<LatencyMs> {
+    Some(LatencyMs {
+        p50: p99 / 3.0,
+        p90: p99 / 2.0,
+        p95: p99 / 1.5,
+        p99,
+        p999: p99,
+        max: p99 * 1.2,
+        mean: p99 / 3.0,
+        count,
+    })
+}
+
+fn invalidating_sides(v: &Verdict) -> Vec<&str> {
+    v.reasons.iter().filter(|r| r.invalidates).map(|r| r.side.as_str()).collect()
+}
+
+#[test]
+fn answers_left_unread_invalidate_and_the_deliberate_deferral_does_not() {
+    // Starved: answers sat 50 ms in the sockets (three loops at nice −10 on the loader's core).
+    let mut s = big_clean();
+    s.phases[0].read_lag_ms = read_lag(50.0, 2000);
+    let v = judge(&s, &Limits::default());
+    assert_eq!(v.trusted, Some(false));
+    assert!(codes(&v).contains(&"read_lag"), "{:?}", codes(&v));
+    assert_eq!(invalidating_sides(&v), [LOADER]);
+    // Clean at 1,000 req/s: reads deferred up to 2 ms on purpose (p99 1.0 ms measured).
+    let mut s = big_clean();
+    s.phases[0].read_lag_ms = read_lag(1.0, 2000);
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
+    // Too few answers for a p99: one pause, not evidence.
+    let mut s = big_clean();
+    s.phases[0].read_lag_ms = read_lag(50.0, 20);
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
+}
+
+/// A phase whose sends all waited for a connection and left up to 2.4 s late.
+fn waiting(loader_waits: u64) -> Summary {
+    let mut s = big_clean();
+    let p = &mut s.phases[0];
+    p.waited_for_connection = 2000;
+    p.waited_on_loader = loader_waits;
+    p.late = 2000;
+    p.late_unpooled = loader_waits;
+    p.send_lag_ms = SendLagMs { p50: 1200.0, p99: 2400.0, p999: 2430.0, max: 2440.0 };
+    p.latency_ms.p99 = 2437.0;
+    s
+}
+
+#[test]
+fn pool_waits_for_answers_that_had_arrived_are_the_loaders() {
+    let v = judge(&waiting(2000), &Limits::default());
+    assert_eq!(v.trusted, Some(false));
+    assert!(codes(&v).contains(&"send_lag"), "{:?}", codes(&v));
+    assert!(!codes(&v).contains(&"pool_exhausted"), "the target blamed: {:?}", codes(&v));
+    assert!(v.reasons.iter().all(|r| r.side == LOADER), "{:?}", codes(&v));
+    // The target slow: the same waits, every one for an answer the kernel had not received.
+    let v = judge(&waiting(0), &Limits::default());
+    assert_eq!(v.trusted, Some(true), "{:?}", codes(&v));
+    assert!(v.reasons.iter().any(|r| r.code == "pool_exhausted" && r.side == TARGET));
+}
+
+#[test]
+fn due_requests_never_sent_are_late_sends_unless_every_connection_waited_on_the_target() {
+    // Stopped part-way: 100 sent, 1,900 due and never sent while a connection was free.
+    let mut s = clean();
+    let p = &mut s.phases[0];
+    p.sent = 100;
+    (p.due_unsent, p.due_unsent_loader) = (1900, 1900);
+    (p.late, p.late_unpooled, p.late_unpooled_max_ms) = (1900, 1900, Some(3000.0));
+    p.send_lag_ms = SendLagMs { p50: 1500.0, p99: 2900.0, p999: 2990.0, max: 3000.0 };
+    let v = judge(&s, &Limits::default());
+    assert_eq!(v.trusted, Some(false));
+    assert_eq!(invalidating_sides(&v).first(), Some(&LOADER), "{:?}", codes(&v));
+    // The same requests dropped while every connection waited for the target's answers.
+    let mut s = clean();
+    let p = &mut s.phases[0];
+    p.sent = 100;
+    p.due_unsent = 1900;
+    p.errors.insert("dropped".into(), 1900);
+    let v = judge(&s, &Limits::default());
+    assert_eq!(v.trusted, Some(true), "{:?}", codes(&v));
+    assert!(v.reasons.iter().any(|r| r.code == "dropped_sends" && r.side == TARGET));
+    // Dropped because the loader did not get to them: not the target's.
+    s.phases[0].dropped_loader = 1900;
+    s.phases[0].due_unsent_loader = 1900;
+    let v = judge(&s, &Limits::default());
+    assert!(!codes(&v).contains(&"dropped_sends"), "{:?}", codes(&v));
+    assert!(v.reasons.iter().any(|r| r.code == "loader_held_connections" && r.invalidates));
+}
+
+#[test]
+fn a_warm_up_backlog_that_spilled_into_the_run_is_judged() {
+    let mut s = big_clean();
+    let mut warm = s.phases[0].clone();
+    warm.name = "warmup".into();
+    warm.kind = "warmup".into();
+    (warm.late, warm.late_unpooled, warm.late_unpooled_max_ms) = (1500, 1500, Some(3146.0));
+    warm.send_lag_ms = SendLagMs { p50: 900.0, p99: 3146.0, p999: 3150.0, max: 3160.0 };
+    let mut spilled = warm.clone();
+    spilled.late_after_end = 1200;
+    s.phases.insert(0, spilled);
+    let v = judge(&s, &Limits::default());
+    assert_eq!(v.trusted, Some(false));
+    assert!(v.reasons.iter().any(|r| r.invalidates && r.detail.starts_with("warmup")), "{:?}", v.reasons);
+    // Late in the warm-up and caught up before it ended: the warm-up is not judged.
+    s.phases[0] = warm;
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(true));
+}
+
+#[test]
+fn few_run_queue_waits_are_starvation_when_the_schedule_needed_many() {
+    // 913 waits where 8,000 req/s for 12 s needed tens of thousands, every send sample on
+    // time (the sends never happened): starved, not a brief spell.
+    let mut s = big_clean();
+    s.phases[0].sent = 96_000;
+    s.phases[0].duration_s = 12.0;
+    s.phases[0].measured_s = Some(12.0);
+    s.probes.runqueue_us = Some(RunQueueUs { p50: 50.0, p99: 92_000.0, max: 120_000.0, count: 913 });
+    let v = judge(&s, &Limits::default());
+    let rq = v.reasons.iter().find(|r| r.code == "runqueue_delay").expect("a run-queue reason");
+    assert!(rq.invalidates && rq.detail.contains("starved"), "{}", rq.detail);
+    // 340 waits for 2,000 sends over 2 s: as many as the schedule needed — a spell, a note.
+    let mut s = big_clean();
+    s.probes.runqueue_us = Some(RunQueueUs { p50: 8.0, p99: 1440.0, max: 3100.0, count: 340 });
+    let rq = judge(&s, &Limits::default()).reasons.into_iter().find(|r| r.code == "runqueue_delay").unwrap();
+    assert!(!rq.invalidates, "{}", rq.detail);
+}
+
+fn stopped(late_loader: u64) -> Summary {
+    let mut s = big_clean();
+    s.analysis.emergency_stop = Some(EmergencyStop {
+        at_s: 5,
+        since_s: 3,
+        cause: "goodput".into(),
+        detail: "cliff held 3 consecutive seconds".into(),
+        halted_within_ms: Some(1.0),
+        loader_behind: false,
+    });
+    s.series = (0..6u64)
+        .map(|t| {
+            let mut x = crate::analysis::fixtures::second(t, 8000, if t >= 3 { 2938 } else { 8000 }, 0, 32);
+            x.late_loader = if t >= 3 { late_loader } else { 0 };
+            x
+        })
+        .collect();
+    s
+}
+
+#[test]
+fn an_emergency_stop_while_the_loader_was_behind_is_the_loaders() {
+    let v = judge(&stopped(5000), &Limits::default());
+    let r = v.reasons.iter().find(|r| r.code == "emergency_stop").expect("the stop named");
+    assert!(r.invalidates && r.side == LOADER && r.detail.starts_with("stopped: the loader fell behind"));
+    // The loader on schedule: the stop is the target's cliff, no loader reason.
+    let v = judge(&stopped(0), &Limits::default());
+    assert!(!codes(&v).contains(&"emergency_stop"), "{:?}", codes(&v));
+    assert_eq!(v.trusted, Some(true));
+}
