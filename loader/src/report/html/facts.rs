@@ -35,6 +35,9 @@ pub fn health(s: &Summary) -> String {
         Some(acc.map_or((lag.p99, lag.max), |(p99, max)| (p99.max(lag.p99), max.max(lag.max))))
     });
     let late: u64 = s.phases.iter().map(|ph| ph.late).sum();
+    let worst_read = s.phases.iter().filter_map(|ph| ph.read_lag_ms.as_ref()).fold(None::<(f64, f64)>, |acc, r| {
+        Some(acc.map_or((r.p99, r.max), |(p99, max)| (p99.max(r.p99), max.max(r.max))))
+    });
     let probes = if p.available {
         "attached".to_string()
     } else {
@@ -62,6 +65,19 @@ pub fn health(s: &Summary) -> String {
         ),
         ("late sends (> 10 ms behind)", late.to_string()),
         (
+            "late sends of the loader's own / waits it caused / due and never sent by it",
+            format!(
+                "{} / {} / {}",
+                s.phases.iter().map(|ph| ph.late_unpooled).sum::<u64>(),
+                s.phases.iter().map(|ph| ph.waited_on_loader).sum::<u64>(),
+                s.phases.iter().map(|ph| ph.due_unsent_loader).sum::<u64>()
+            ),
+        ),
+        (
+            "read lag (answer read − kernel stamp), worst phase p99 / max",
+            worst_read.map_or(NOT_MEASURED.into(), |(p99, max)| format!("{} / {} ms", num(p99), num(max))),
+        ),
+        (
             "connect latency p50 / p99 / max",
             p.connect_ms.as_ref().map_or(NOT_MEASURED.into(), |c| {
                 format!("{} ({} connects, {} failed)", trio(c.p50, c.p99, c.max, " ms"), c.count, c.failed)
@@ -69,7 +85,20 @@ pub fn health(s: &Summary) -> String {
         ),
         (
             "connections opened / failed",
-            format!("{} / {} (pool of {})", s.run.connections_opened, s.run.connect_failures, s.run.connections),
+            format!(
+                "{} / {} (pool of {}){}",
+                s.run.connections_opened,
+                s.run.connect_failures,
+                s.run.connections,
+                if s.run.deadline_while_connecting > 0 {
+                    format!(
+                        "; {} requests ran out of time while their connection opened",
+                        s.run.deadline_while_connecting
+                    )
+                } else {
+                    String::new()
+                }
+            ),
         ),
         (
             "TIME_WAIT: entries / loader's peak / host's peak",

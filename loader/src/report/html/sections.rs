@@ -90,7 +90,7 @@ fn reason(r: &Reason) -> String {
 /// The step table: one row per phase; the knee's and the cliff's rows marked.
 pub fn steps(s: &Summary) -> String {
     let mut out = String::from(
-        r#"<table id="steps" class="steps"><thead><tr><th>phase</th><th>kind</th><th>offered/s</th><th>sent/s</th><th>ok/s</th><th>goodput</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>service p99 ms</th><th>send lag p99 ms</th><th>errors</th><th>late</th><th>result</th></tr></thead><tbody>"#,
+        r#"<table id="steps" class="steps"><thead><tr><th>phase</th><th>kind</th><th>offered/s</th><th>sent/s</th><th>ok/s</th><th>goodput</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>service p99 ms</th><th>send lag p99 ms</th><th>read lag p99 ms</th><th>errors</th><th>late</th><th>result</th></tr></thead><tbody>"#,
     );
     let is = |point: &Option<crate::summary::Point>, name: &str| point.as_ref().is_some_and(|p| p.step == name);
     for p in &s.phases {
@@ -123,7 +123,7 @@ pub fn steps(s: &Summary) -> String {
         let l = &p.latency_ms;
         let _ = write!(
             out,
-            "<tr{class}><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{goodput}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{errors}</td><td>{}</td><td>{result}</td></tr>",
+            "<tr{class}><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{goodput}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{errors}</td><td>{}</td><td>{result}</td></tr>",
             esc(&p.name),
             marks.join(" "),
             esc(&p.kind),
@@ -136,6 +136,7 @@ pub fn steps(s: &Summary) -> String {
             num(l.max),
             num(p.service_ms.p99),
             num(p.send_lag_ms.p99),
+            p.read_lag_ms.as_ref().map_or("-".to_string(), |r| num(r.p99)),
             p.late,
         );
     }
