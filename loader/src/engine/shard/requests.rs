@@ -440,11 +440,23 @@ fn unread(conn: &crate::engine::conn::Conn) -> bool {
 }
 
 /// When the slot `f` held in the instant-reading pool comes free, its request having ended
-/// at `done` (the answer's kernel stamp): its modelled send plus the time the real one took
-/// from its take to `done` (connect and handshake included when it opened the connection).
+/// at `done` (the answer's kernel stamp, or its deadline): `done`, less the lead that pool had
+/// over the real one when `f` left — the loader's part of `f`'s wait — minus
+/// [`SLOT_LEAD_ALLOWANCE_NS`]. Anchored at the real end, not at the modelled send plus the
+/// real busy time: a saturated target's answers take longer the earlier they are sent (its
+/// queue), so the model's lead must not grow with every cycle of a connection by the few
+/// hundred microseconds each read takes (CI: a target of 40/s driven at 100/s through 4
+/// connections for 8 s drifted 10 ms ahead and laid 265 of its waits at the loader's door).
 fn slot_free(f: &InFlight, done: u64) -> u64 {
-    f.free_ns.saturating_add(done.saturating_sub(f.taken_ns))
+    let lead = f.taken_ns.saturating_sub(f.free_ns.max(f.intended_ns));
+    done.saturating_sub(lead.saturating_sub(SLOT_LEAD_ALLOWANCE_NS))
 }
+
+/// What each cycle of a connection may take the loader without the instant-reading pool
+/// pulling ahead: the shard's deliberate read deferral (`engine::pace::MAX_DEFER_NS`). A
+/// loader that was not running leaves its answers unread far longer.
+const SLOT_LEAD_ALLOWANCE_NS: u64 = crate::engine::pace::MAX_DEFER_NS;
+
 
 /// How the lag of `f` divides: whether it waited for a connection (`waited`), and the
 /// loader's part — from when a connection was free for it in the kernel's view to when the
