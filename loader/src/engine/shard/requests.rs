@@ -22,6 +22,8 @@ impl Shard {
             return;
         }
         let until = self.pace.sends_until(now, self.schedule.peek().map(|d| d.intended_ns));
+        // Whether an answer sits unread on a busy connection: asked once, at the first drop.
+        let mut unread_answer: Option<bool> = None;
         while let Some(due) = self.schedule.peek() {
             if due.intended_ns > now && (due.intended_ns > until || self.idle.is_empty()) {
                 break;
@@ -30,7 +32,8 @@ impl Shard {
             if now >= deadline {
                 // Its deadline passed before any connection came free: never sent. The
                 // loader's when a connection was free in the kernel's view before then.
-                let loader = self.kernel_free_since().is_some_and(|free| free < deadline);
+                let loader = self.kernel_free_since().is_some_and(|free| free < deadline)
+                    || *unread_answer.get_or_insert_with(|| self.answer_unread());
                 self.record.on_due_unsent(due.phase, due.intended_ns, deadline, loader, true);
                 self.record.on_failure(
                     due.phase,
@@ -99,6 +102,12 @@ impl Shard {
         // The slots are interchangeable: `c` now holds the one it left free.
         let rest = self.conns[c].free_since_ns;
         self.conns[earliest].free_since_ns = rest;
+    }
+
+    /// Whether a busy connection has bytes of its answer in its socket, unread: the kernel
+    /// has it, the loader has not taken it (not running, or not yet in this turn).
+    pub(in crate::engine) fn answer_unread(&self) -> bool {
+        self.conns.iter().any(|c| c.state == State::Busy && unread(c))
     }
 
     /// The earliest instant a slot of the instant-reading pool is free among the connections
@@ -408,7 +417,8 @@ impl Shard {
         // Due and not sent by the stop: the loader's when a connection was free (in the
         // kernel's view) before it, the target's when every one still waited for an answer.
         let loader = self.kernel_free_since().is_some_and(|free| free < stopped_at)
-            || self.h2.is_some() && self.h2_situation().0 > 0;
+            || self.h2.is_some() && self.h2_situation().0 > 0
+            || self.answer_unread();
         self.errors +=
             crate::engine::account_stopped_schedule(&mut self.record, &mut self.schedule, now, stopped_at, loader);
         self.in_flight = 0;
@@ -456,7 +466,6 @@ fn slot_free(f: &InFlight, done: u64) -> u64 {
 /// pulling ahead: the shard's deliberate read deferral (`engine::pace::MAX_DEFER_NS`). A
 /// loader that was not running leaves its answers unread far longer.
 const SLOT_LEAD_ALLOWANCE_NS: u64 = crate::engine::pace::MAX_DEFER_NS;
-
 
 /// How the lag of `f` divides: whether it waited for a connection (`waited`), and the
 /// loader's part — from when a connection was free for it in the kernel's view to when the
