@@ -56,8 +56,35 @@ pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
     machine::cpu(s, limits, &mut reasons);
     evidence::judge(s, limits, &mut reasons);
     machine::judge_capacity(s, limits, &mut reasons);
+    held_up_closes(s, &mut reasons);
     let trusted = !reasons.iter().any(|r| r.invalidates);
     Verdict { trusted: Some(trusted), reasons }
+}
+
+/// Connections that churned and resets that came back after requests timed out, in a run
+/// where the loader itself held its requests up (it left answers unread, or fell behind its
+/// schedule): its timeouts closed those connections, and a server answering on a socket the
+/// loader closed resets it. They say nothing about the target then, so they are laid at the
+/// loader's door, as notes.
+fn held_up_closes(s: &Summary, reasons: &mut [Reason]) {
+    let held_up = reasons.iter().any(|r| {
+        r.invalidates
+            && matches!(r.code.as_str(), "read_lag" | "loader_held_connections" | "send_lag" | "emergency_stop")
+    });
+    let timeouts: u64 = s.phases.iter().map(|p| p.errors.get("timeout").copied().unwrap_or(0)).sum();
+    if !held_up || timeouts == 0 {
+        return;
+    }
+    for r in reasons
+        .iter_mut()
+        .filter(|r| r.side == TARGET && matches!(r.code.as_str(), "connection_churn" | "resets_received"))
+    {
+        r.side = LOADER.into();
+        r.detail = format!(
+            "{} — after {timeouts} timeouts of requests the loader itself held up: its own closes, not evidence about the target",
+            r.detail
+        );
+    }
 }
 
 #[cfg(test)]

@@ -164,3 +164,20 @@ fn an_emergency_stop_while_the_loader_was_behind_is_the_loaders() {
     assert!(!codes(&v).contains(&"emergency_stop"), "{:?}", codes(&v));
     assert_eq!(v.trusted, Some(true));
 }
+
+#[test]
+fn churn_after_the_loaders_own_timeouts_is_not_the_targets() {
+    let mut s = waiting(2000);
+    s.phases[0].errors.insert("timeout".into(), 300);
+    s.run.connections_opened = 400;
+    s.probes.resets = Some(Resets { sent: 10, received: 80 });
+    let v = judge(&s, &Limits::default());
+    assert!(v.reasons.iter().all(|r| r.side != TARGET), "{:?}", v.reasons);
+    // The target slow: the same churn and resets are the target's.
+    let mut s = waiting(0);
+    s.phases[0].errors.insert("timeout".into(), 300);
+    s.run.connections_opened = 400;
+    s.probes.resets = Some(Resets { sent: 10, received: 80 });
+    let v = judge(&s, &Limits::default());
+    assert!(v.reasons.iter().any(|r| r.side == TARGET && r.code == "resets_received"), "{:?}", codes(&v));
+}
