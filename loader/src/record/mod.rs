@@ -232,6 +232,9 @@ pub struct ShardRecord {
     pub segment_follow_lost: u64,
     /// Requests recorded as `aborted` (in flight or waiting when a stopped run gave up).
     pub abandoned: u64,
+    /// Sends (and due requests given up) the loader itself made more than [`LATE_NS`] late,
+    /// over the whole run: the sum of the phases' `late_unpooled`, kept for the live stop.
+    pub late_loader: u64,
     /// Connects that failed for want of a local port (`EADDRNOTAVAIL`): the loader itself
     /// was short of ephemeral ports.
     pub connect_no_port: u64,
@@ -303,6 +306,7 @@ impl ShardRecord {
             connect_failures: 0,
             deadline_while_connecting: 0,
             abandoned: 0,
+            late_loader: 0,
             connect_no_port: 0,
             wake_lateness: histogram(),
             details: ErrorDetail::default(),
@@ -395,6 +399,7 @@ impl ShardRecord {
         s.sent += 1;
         s.in_flight_max = s.in_flight_max.max(in_flight);
         s.late_loader += u32::from(loader_late);
+        self.late_loader += u64::from(loader_late);
     }
 
     /// A request of `phase` due at `intended_ns` was given up unsent at `at_ns` (dropped at
@@ -419,6 +424,7 @@ impl ShardRecord {
         }
         if loader && lag > LATE_NS {
             self.second(at_ns).late_loader += 1;
+            self.late_loader += 1;
         }
     }
 
@@ -552,6 +558,7 @@ impl ShardRecord {
         self.connect_failures += other.connect_failures;
         self.deadline_while_connecting += other.deadline_while_connecting;
         self.abandoned += other.abandoned;
+        self.late_loader += other.late_loader;
         self.connect_no_port += other.connect_no_port;
         self.wake_lateness.add(&other.wake_lateness).expect("same bounds");
         self.details.merge(&other.details);

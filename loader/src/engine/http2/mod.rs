@@ -591,7 +591,7 @@ impl Shard {
     fn publish(&mut self) {
         let st = self.ctx.state.borrow();
         self.ctx.cfg.live.publish(st.sent, st.ok, st.errors, u64::from(st.in_flight), u64::from(st.open));
-        self.ctx.cfg.live.publish_late(st.record.phases.iter().map(|p| p.late_unpooled).sum());
+        self.ctx.cfg.live.publish_late(st.record.late_loader);
         // Once a second at most (a turn that finds the main thread reading tries next turn).
         let now = self.ctx.cfg.clock.now_ns();
         if let Some(copies) = &self.ctx.cfg.live_copies

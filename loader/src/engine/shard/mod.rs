@@ -451,7 +451,7 @@ impl Shard {
 
     fn publish(&self) {
         self.live.publish(self.sent, self.ok, self.errors, u64::from(self.in_flight), u64::from(self.open));
-        self.live.publish_late(self.record.phases.iter().map(|p| p.late_unpooled).sum());
+        self.live.publish_late(self.record.late_loader);
     }
 }
 

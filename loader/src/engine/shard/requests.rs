@@ -32,8 +32,7 @@ impl Shard {
             if now >= deadline {
                 // Its deadline passed before any connection came free: never sent. The
                 // loader's when a connection was free in the kernel's view before then.
-                let loader = self.kernel_free_since().is_some_and(|free| free < deadline)
-                    || *unread_answer.get_or_insert_with(|| self.answer_unread());
+                let loader = self.kept_back(deadline, &mut unread_answer);
                 self.record.on_due_unsent(due.phase, due.intended_ns, deadline, loader, true);
                 self.record.on_failure(
                     due.phase,
@@ -104,9 +103,16 @@ impl Shard {
         self.conns[earliest].free_since_ns = rest;
     }
 
+    /// Whether a request due and still unsent at `by` (its deadline, or the stop) was kept
+    /// back by the loader: a slot of the instant-reading pool was free before then, or an
+    /// answer sits unread on a busy connection (`unread` caches that answer across calls).
+    fn kept_back(&self, by: u64, unread: &mut Option<bool>) -> bool {
+        self.kernel_free_since().is_some_and(|free| free < by) || *unread.get_or_insert_with(|| self.answer_unread())
+    }
+
     /// Whether a busy connection has bytes of its answer in its socket, unread: the kernel
     /// has it, the loader has not taken it (not running, or not yet in this turn).
-    pub(in crate::engine) fn answer_unread(&self) -> bool {
+    fn answer_unread(&self) -> bool {
         self.conns.iter().any(|c| c.state == State::Busy && unread(c))
     }
 
@@ -416,9 +422,7 @@ impl Shard {
         }
         // Due and not sent by the stop: the loader's when a connection was free (in the
         // kernel's view) before it, the target's when every one still waited for an answer.
-        let loader = self.kernel_free_since().is_some_and(|free| free < stopped_at)
-            || self.h2.is_some() && self.h2_situation().0 > 0
-            || self.answer_unread();
+        let loader = self.h2.is_some() && self.h2_situation().0 > 0 || self.kept_back(stopped_at, &mut None);
         self.errors +=
             crate::engine::account_stopped_schedule(&mut self.record, &mut self.schedule, now, stopped_at, loader);
         self.in_flight = 0;
