@@ -114,7 +114,8 @@ const STEAL_ATTEMPTS: u32 = 4;
 /// Why an untrusted run of a clean scenario was the host's, not the loader's, if it was:
 /// - every invalidating reason names the hypervisor's steal (`steal` in its sentence);
 /// - or every one is `send_lag` finding the loader "not running when its sends were due" —
-///   neither its own work nor a run-queue wait — with no cgroup throttling: in a clean
+///   neither its own work nor a run-queue wait — or `read_lag` / `loader_held_connections`
+///   with the run-queue p99 within its limit, with no cgroup throttling: in a clean
 ///   scenario nothing stops or throttles it, so its host paused it. This VM is nested, and
 ///   its steal figure does not show every such pause (CI, the 30,000 req/s row: send lag p99
 ///   0.28 ms, run-queue p99 0.02 ms, no steal, no throttling).
@@ -126,9 +127,13 @@ fn spoiled(o: &Outcome) -> Option<String> {
     if let Some(steal) = common::spoiled_by_steal(o.summary(), &reasons) {
         return Some(format!("the VM's host took {steal:.0} ms of its CPUs (steal) and the verdict names it"));
     }
+    // Answers left unread, and the sends that waited on them, while no thread competed for
+    // the loader's CPU (run-queue p99 within the limit): the same pause, seen from the reads.
+    let rq_ok = o.summary()["probes"]["runqueue_us"]["p99"].as_f64().is_some_and(|us| us <= 1000.0);
     let paused = |r: &&serde_json::Value| {
-        r["code"] == "send_lag"
-            && r["detail"].as_str().is_some_and(|d| d.contains("was not running when its sends were due"))
+        (r["code"] == "send_lag"
+            && r["detail"].as_str().is_some_and(|d| d.contains("was not running when its sends were due")))
+            || (rq_ok && (r["code"] == "read_lag" || r["code"] == "loader_held_connections"))
     };
     let throttled = o.summary()["health"]["peaks"]["cgroup_throttled_ms"].as_f64().unwrap_or(0.0);
     (!reasons.is_empty() && reasons.iter().all(paused) && throttled == 0.0)
@@ -653,8 +658,9 @@ const TARGET_BLAME: &[&str] = &["pool_exhausted", "dropped_sends"];
 /// target on the other core. The loader waited for its CPU: untrusted on the loader's side,
 /// and no pool wait or drop blamed on the target. One loop at nice 0 may not starve it at
 /// all (this kernel's scheduler lets a waking shard preempt a nice-0 loop: run-queue p99 of
-/// a few µs): then it must not be untrusted on any other side, and trusted only if its
-/// run-queue p99 stayed under the 1 ms limit.
+/// a few µs, yet waits of a whole slice now and then: send lag p99 3–6 ms in CI): then it
+/// may be trusted if its run-queue p99 stayed under the 1 ms limit, or untrusted on the
+/// loader's side, never on any other.
 fn starved(scenario: &str, loops: usize, nice: i32, rate: u32, connections: u32, emergency_stop: bool) {
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
@@ -674,7 +680,7 @@ fn starved(scenario: &str, loops: usize, nice: i32, rate: u32, connections: u32,
     let rq_ms = o.summary()["probes"]["runqueue_us"]["p99"].as_f64().unwrap_or(f64::MAX) / 1000.0;
     let mut check = Check::new(&o);
     check.set_up(alive, "a busy loop died during the run").no_target_blame(TARGET_BLAME);
-    if loops == 1 && nice == 0 && rq_ms <= 1.0 {
+    if loops == 1 && nice == 0 && rq_ms <= 1.0 && o.trusted() == Some(true) {
         check.note(format!("one loop at nice 0 never held the shard (run-queue p99 {rq_ms:.3} ms)")).trusted();
     } else {
         check.untrusted_on("loader", &[]);

@@ -55,6 +55,24 @@ fn waiting(loader_waits: u64) -> Summary {
 }
 
 #[test]
+fn a_few_late_waits_beside_many_the_loader_held_are_not_the_targets() {
+    // CI, one busy loop on the loader's core: 739 sends waited for answers already in the
+    // kernel, 12 late sends left to the target by the model, 2 of the loader's own.
+    let mut s = big_clean();
+    let p = &mut s.phases[0];
+    (p.waited_for_connection, p.waited_on_loader, p.late, p.late_unpooled) = (3650, 739, 14, 2);
+    let v = judge(&s, &Limits::default());
+    assert!(!v.reasons.iter().any(|r| r.side == TARGET), "the target blamed: {:?}", codes(&v));
+    assert!(codes(&v).contains(&"loader_held_connections"), "{:?}", codes(&v));
+    // A slow target beside a few of the loader's own holds: still the target's.
+    let mut s = big_clean();
+    let p = &mut s.phases[0];
+    (p.waited_for_connection, p.waited_on_loader, p.late, p.late_unpooled) = (3650, 30, 400, 0);
+    let v = judge(&s, &Limits::default());
+    assert!(v.reasons.iter().any(|r| r.code == "pool_exhausted" && r.side == TARGET), "{:?}", codes(&v));
+}
+
+#[test]
 fn pool_waits_for_answers_that_had_arrived_are_the_loaders() {
     let v = judge(&waiting(2000), &Limits::default());
     assert_eq!(v.trusted, Some(false));
