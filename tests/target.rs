@@ -242,3 +242,50 @@ fn taken_address_fails_naming_it() {
     assert!(stderr.starts_with(&format!("loader: error: cannot listen on {addr}: ")), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+/// `--sink`, the calibration responder: the built-in target's answer to each request head, on
+/// a kept-alive connection, for pipelined heads and for a head split across writes; a load run
+/// against it gets every answer; SIGTERM stops it.
+#[test]
+fn the_sink_answers_every_request_head() {
+    let mut sink = Target::start(&["--sink"]);
+    let mut client = sink.connect();
+    assert_ok_json(&client.get());
+    // Three heads in one write: three answers, in order.
+    let head = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    client.reader.get_mut().write_all(head.repeat(3).as_bytes()).unwrap();
+    for _ in 0..3 {
+        assert_ok_json(&client.receive());
+    }
+    // One head split inside its terminator, over two writes.
+    let (a, b) = head.split_at(head.len() - 3);
+    client.reader.get_mut().write_all(a.as_bytes()).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    client.reader.get_mut().write_all(b.as_bytes()).unwrap();
+    assert_ok_json(&client.receive());
+    // The loader against it: every request answered.
+    let (url, dir) = (sink.url(), common::out_dir("sink-run"));
+    let out = run_to_end(&[
+        "run",
+        "--url",
+        &url,
+        "--rate",
+        "2000",
+        "--duration",
+        "2s",
+        "--connections",
+        "16",
+        "--no-probes",
+        "--plain",
+        "--out",
+        &dir.display().to_string(),
+    ]);
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).unwrap();
+    let main = s["phases"].as_array().unwrap().iter().find(|p| p["kind"] != "warmup").unwrap();
+    assert_eq!(main["ok"], main["sent"], "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(main["sent"], 4000, "{main}");
+    sink.signal(libc::SIGTERM);
+    let status = sink.wait_exit(Duration::from_secs(2)).expect("still running 2 s after SIGTERM");
+    assert!(status.success(), "exit status {status}");
+}

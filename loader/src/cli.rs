@@ -146,9 +146,13 @@ pub struct CalibrateArgs {
     /// Test hook: the built-in target delays each response (e.g. 1ms).
     #[arg(long, hide = true)]
     pub target_delay: Option<String>,
-    /// Runtime threads of the built-in target (default 1; each one takes a core from the loader).
+    /// Runtime threads of the target (default 1; each one takes a core from the loader).
     #[arg(long, default_value_t = 1)]
     pub target_threads: usize,
+    /// Calibrate against the full built-in target instead of the sink (`loader target
+    /// --sink`): its figure is then likely the target's, a lower bound of the loader's.
+    #[arg(long)]
+    pub full_target: bool,
 }
 
 /// Flags of `loader report`.
@@ -425,6 +429,11 @@ pub struct TargetArgs {
     /// Runtime threads serving connections (default 1).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// The calibration responder instead: io_uring, multishot accept and receive, one
+    /// precomputed answer per request head, cheaper per request than the loader (what
+    /// `loader calibrate` runs by default). Plain HTTP/1.1 only; no shaping.
+    #[arg(long, conflicts_with_all = ["delay", "workers", "stall", "tls", "http2", "grpc"])]
+    pub sink: bool,
     /// Serve HTTPS (TLS 1.2/1.3 by rustls), by default with a fresh self-signed certificate
     /// for localhost, 127.0.0.1 and ::1.
     #[arg(long)]

@@ -16,7 +16,7 @@
 //!
 //! This module does not judge or print anything; it measures.
 
-mod bufring;
+pub(crate) mod bufring;
 mod conn;
 pub mod http1;
 pub mod http2;

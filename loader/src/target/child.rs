@@ -52,6 +52,11 @@ pub fn spawn(flags: &[String]) -> anyhow::Result<Target> {
 }
 
 impl Target {
+    /// Its process id (`None` once stopped).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Stop it and wait for it.
     pub fn stop(mut self) {
         self.shut_down();

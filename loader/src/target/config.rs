@@ -41,6 +41,8 @@ pub struct TargetConfig {
     pub http2: bool,
     /// Answer as a gRPC unary service (`--grpc`, `--grpc-status`).
     pub grpc: Option<std::sync::Arc<super::grpc::GrpcReply>>,
+    /// Serve as the calibration sink (`--sink`, `sink.rs`) instead.
+    pub sink: bool,
 }
 
 impl TargetConfig {
@@ -94,6 +96,7 @@ impl TargetConfig {
             } else {
                 None
             },
+            sink: args.sink,
         })
     }
 }
@@ -157,6 +160,7 @@ mod tests {
             http2: false,
             grpc: false,
             grpc_status: None,
+            sink: false,
         }
     }
 

@@ -24,13 +24,16 @@
 //! not this endpoint.
 //!
 //! Files: `config.rs` (flags → [`TargetConfig`]), `stall.rs` (pure window arithmetic),
-//! `server.rs` (runtime, accept loop, hyper connection, the response).
+//! `server.rs` (runtime, accept loop, hyper connection, the response), `sink.rs` (`--sink`:
+//! the calibration responder on io_uring, no hyper, no shaping — cheaper per request than the
+//! loader, which is what `loader calibrate` runs against by default).
 
 pub mod child;
 mod config;
 mod grpc;
 mod precise;
 mod server;
+pub mod sink;
 mod stall;
 mod tls;
 
@@ -113,6 +116,9 @@ pub fn spawn(cfg: TargetConfig) -> anyhow::Result<TargetHandle> {
 /// http://ADDR` (`https://` with `--tls`) with the bound address, so scripts and tests can wait for it. On a signal it
 /// stops accepting, lets requests in service finish (at most one second) and returns `Ok`.
 pub fn serve(cfg: TargetConfig) -> anyhow::Result<()> {
+    if cfg.sink {
+        return sink::serve(cfg.listen, cfg.threads);
+    }
     let rt = server::runtime(cfg.threads)?;
     rt.block_on(async {
         // Signal handlers go in before the listening line: whoever waits for the line may
@@ -162,6 +168,7 @@ mod tests {
             tls: None,
             http2: false,
             grpc: None,
+            sink: false,
         }
     }
 

@@ -30,7 +30,7 @@ use super::grpc::{GrpcBody, GrpcReply};
 use super::{Stall, TargetConfig, precise, stall};
 
 /// The body of every response. Static, so each response's `Bytes` is a pointer, not a copy.
-const BODY: &[u8] = br#"{"ok":true,"service":"loader-target"}"#;
+pub(super) const BODY: &[u8] = br#"{"ok":true,"service":"loader-target"}"#;
 
 /// Pending connections the kernel may queue before `accept` (std's default of 128 is small
 /// for a calibration run opening hundreds of connections at once).
