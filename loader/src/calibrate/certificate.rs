@@ -43,6 +43,15 @@ pub struct AtCeiling {
     pub time_wait_max: Option<u64>,
     /// Highest share of the ephemeral port range in use.
     pub ephemeral_ports_max_ratio: Option<f64>,
+    /// The shards' CPU time per request at that step, µs (mean CPU × shards ÷ sent/s).
+    #[serde(default)]
+    pub cpu_us_per_request: Option<f64>,
+    /// The loader process's CPU time per request over that probe's run, µs.
+    #[serde(default)]
+    pub loader_process_us_per_request: Option<f64>,
+    /// The target process's CPU time per request over the same run, µs, measured alike.
+    #[serde(default)]
+    pub target_process_us_per_request: Option<f64>,
 }
 
 /// The request shape and pool the figure was measured with.
@@ -54,7 +63,11 @@ pub struct Setup {
     pub threads: usize,
     /// CPUs the shards were pinned to (empty: not pinned).
     pub loader_cpus: Vec<usize>,
-    /// Runtime threads of the built-in target.
+    /// The target calibrated against: `sink` (`loader target --sink`) or `builtin` (null in
+    /// certificates before the sink).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Threads of the target.
     pub target_threads: usize,
     /// CPU the built-in target was pinned to (null: not pinned).
     pub target_cpu: Option<usize>,
@@ -68,9 +81,12 @@ pub struct Setup {
     pub step_factor: f64,
     /// `--max-rate`.
     pub max_rps: f64,
-    /// Rates of the refining pass (×1.05 from the last good step to one coarse step past the
-    /// first failed one).
+    /// Each bisection's figure, req/s: the certified figure is their median.
     #[serde(default)]
+    pub bisections_rps: Vec<f64>,
+    /// Rates of the refining pass that certificates before the bisections ran; read, never
+    /// written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refined_rps: Vec<f64>,
     /// Offered rate of the saturation holds that certificates before 2026-12 ran when the
     /// target saturated first, req/s; read, never written (the holds are gone: see
@@ -111,6 +127,10 @@ pub struct Certificate {
     pub ceiling_rps: Option<f64>,
     /// What the loader provably reached when the limit was not its own, req/s.
     pub lower_bound_rps: Option<f64>,
+    /// How far the bisections' figures lay from the certified one, percent (the largest
+    /// distance); null when there were none.
+    #[serde(default)]
+    pub spread_pct: Option<f64>,
     /// One sentence: what the figure means.
     pub detail: String,
     /// Loader health at the certified step.
@@ -144,6 +164,10 @@ pub struct Certified {
     pub ceiling_rps: f64,
     /// The figure is a lower bound of the ceiling, not the ceiling.
     pub lower_bound: bool,
+    /// The shards' CPU per request at the certified step, µs (older certificates: none).
+    pub cpu_us_per_request: Option<f64>,
+    /// How far the calibration's bisections lay from the figure, percent.
+    pub spread_pct: Option<f64>,
 }
 
 impl Certified {
@@ -250,7 +274,7 @@ mod tests {
 
     #[test]
     fn the_ratio_is_the_highest_measured_step_over_the_ceiling() {
-        let c = Certified { ceiling_rps: 10_000.0, lower_bound: false };
+        let c = Certified { ceiling_rps: 10_000.0, lower_bound: false, cpu_us_per_request: None, spread_pct: None };
         let r = c.compare(&[phase("warmup", 9000.0), phase("hold", 4000.0), phase("hold", 8000.0)]).expect("ratio");
         assert_eq!(r.ratio, 0.8);
         assert_eq!(r.ceiling_rps, 10_000.0);

@@ -52,9 +52,14 @@ pub fn for_run(explicit: Option<&Path>) -> anyhow::Result<ForRun> {
             }
         },
     };
+    let (cpu_us_per_request, spread_pct) = (cert.at_ceiling.cpu_us_per_request, cert.spread_pct);
     let certified = match (cert.ceiling_rps, cert.lower_bound_rps) {
-        (Some(c), _) if c > 0.0 => Some(Certified { ceiling_rps: c, lower_bound: false }),
-        (_, Some(l)) if l > 0.0 => Some(Certified { ceiling_rps: l, lower_bound: true }),
+        (Some(c), _) if c > 0.0 => {
+            Some(Certified { ceiling_rps: c, lower_bound: false, cpu_us_per_request, spread_pct })
+        }
+        (_, Some(l)) if l > 0.0 => {
+            Some(Certified { ceiling_rps: l, lower_bound: true, cpu_us_per_request, spread_pct })
+        }
         _ => None,
     };
     if certified.as_ref().is_none_or(|c| c.lower_bound) {

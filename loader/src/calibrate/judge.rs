@@ -73,6 +73,13 @@ pub struct StepFigures {
     /// Sends of the step that waited for a connection.
     #[serde(default)]
     pub waited_for_connection: u64,
+    /// Of those, the sends that waited for an answer already in the kernel, unread: the
+    /// loader's waits (`phases[].waited_on_loader`).
+    #[serde(default)]
+    pub waited_on_loader: u64,
+    /// Read lag p99 of the step's answers, ms (answer read − kernel receive stamp).
+    #[serde(default)]
+    pub read_lag_p99_ms: Option<f64>,
     /// The part of the step's hold that ran, s (less when the run stopped during it).
     #[serde(default)]
     pub measured_s: Option<f64>,
@@ -94,6 +101,25 @@ pub struct StepFigures {
     pub time_wait_max: Option<u64>,
     /// Highest share of the ephemeral port range in use during the step.
     pub ephemeral_ports_max_ratio: Option<f64>,
+    /// Requests the step's whole run sent (its warm-up too): what a probe's process CPU is
+    /// divided by.
+    #[serde(default)]
+    pub run_requests: u64,
+    /// The loader process's CPU time per request over a probe's run, µs (bisection probes).
+    #[serde(default)]
+    pub loader_process_us_per_request: Option<f64>,
+    /// The target process's CPU time per request over a probe's run, µs, measured alike.
+    #[serde(default)]
+    pub target_process_us_per_request: Option<f64>,
+}
+
+impl StepFigures {
+    /// The shards' CPU per request sent, µs: the settled seconds' mean CPU of `threads`
+    /// shards over the rate they sent.
+    pub fn shard_us_per_request(&self, threads: usize) -> Option<f64> {
+        let cpu = self.cpu_p95?;
+        (self.sent_rps > 0.0).then(|| (cpu / 100.0 * threads as f64 / self.sent_rps * 1e6 * 100.0).round() / 100.0)
+    }
 }
 
 /// Which side a step's evidence points at.
@@ -134,6 +160,20 @@ pub fn judge_step(f: &StepFigures, runqueue_limit_ms: f64) -> StepCall {
         loader.push(format!(
             "send lag p99 {:.1} ms above {SEND_LAG_LIMIT_MS} ms with connections free",
             f.send_lag_p99_ms
+        ));
+    }
+    // The verdict's read-lag limit: answers left unread keep the pool busy, which would
+    // otherwise look like a slow target.
+    let read_limit = crate::verdict::Limits::default().read_lag_p99_ms;
+    if let Some(r) = f.read_lag_p99_ms
+        && r > read_limit
+    {
+        loader.push(format!("read lag p99 {r:.2} ms above {read_limit} ms: answers sat unread"));
+    }
+    if f.waited_on_loader as f64 > POOL_LATE_SHARE * sent && f.waited_on_loader * 2 >= f.waited_for_connection {
+        loader.push(format!(
+            "{} of {} waits for a connection were for answers already received, unread (the loader's)",
+            f.waited_on_loader, f.waited_for_connection
         ));
     }
     if let Some(cpu) = f.cpu_p95
@@ -298,39 +338,6 @@ pub fn find(calls: &[StepCall]) -> Finding {
     }
 }
 
-/// Rates of the refining pass: ×`factor` from the last good step's rate up to `beyond` × the
-/// first failed one's — past it, because near a limit one failed step is a sample, not a
-/// boundary: a pass that stops below it can never find that the failure was a hiccup, and its
-/// figure then depends on which coarse step happened to fail. Empty when there is nothing to
-/// refine (no failure, or the first step failed).
-pub fn refine_rates(coarse: &[StepCall], factor: f64, beyond: f64) -> Vec<f64> {
-    let f = find(coarse);
-    let (Some(good), Some(bad)) = (f.last_good, f.failed) else { return Vec::new() };
-    let (from, to) = (coarse[good].figures.offered_rps, coarse[bad].figures.offered_rps);
-    step_rates(from * factor, factor, to * beyond)
-}
-
-/// Coarse steps up to the last good one, the refining steps up to their first confirmed
-/// failure and the coarse steps from the failed one on: one sequence for [`find`], in rising
-/// rate (a limit is monotonic in the rate, which is what `find` reads). The refining steps go
-/// past the coarse failure's rate, so one above it that passed shows the failure was a
-/// disturbance, while coarse steps above them that failed still confirm a limit. (CI: the
-/// coarse failure at 1,953/s used to be appended after refining steps that passed up to
-/// 2,425/s, and the certificate named a loader ceiling of 2,425/s, above its own failed step.)
-pub fn splice(coarse: &[StepCall], fine: &[StepCall]) -> Vec<StepCall> {
-    let f = find(coarse);
-    let (Some(good), Some(bad)) = (f.last_good, f.failed) else { return coarse.to_vec() };
-    let stop = find(fine).failed;
-    let mut all: Vec<StepCall> = coarse[..=good]
-        .iter()
-        .chain(&fine[..stop.map_or(fine.len(), |i| i + 1)])
-        .chain(&coarse[bad..])
-        .cloned()
-        .collect();
-    all.sort_by(|a, b| a.figures.offered_rps.total_cmp(&b.figures.offered_rps));
-    all
-}
-
 /// Geometric step rates: `start`, `start × factor`, … up to `max` (rounded to whole req/s).
 pub fn step_rates(start: f64, factor: f64, max: f64) -> Vec<f64> {
     let mut rates = Vec::new();
@@ -396,6 +403,24 @@ mod tests {
     fn one_late_send_is_a_hiccup_not_a_ceiling() {
         let f = StepFigures { late_unpooled: 2, ..on_time(10_000.0) };
         assert_eq!(judge_step(&f, 1.0).side, Side::Ok);
+    }
+
+    #[test]
+    fn answers_left_unread_are_the_loaders_and_a_slow_target_is_not() {
+        let f = StepFigures { read_lag_p99_ms: Some(12.0), ..on_time(1.0e5) };
+        assert_eq!(judge_step(&f, 1.0).side, Side::Loader);
+        let f = StepFigures { read_lag_p99_ms: Some(1.2), ..on_time(1.0e5) };
+        assert_eq!(judge_step(&f, 1.0).side, Side::Ok, "the deliberate read deferral");
+        // Pool waits: for answers already there (the loader's) or not yet (the target's).
+        let held = StepFigures {
+            late_pooled: 20_000,
+            waited_for_connection: 30_000,
+            waited_on_loader: 25_000,
+            ..on_time(1.0e5)
+        };
+        assert_eq!(judge_step(&held, 1.0).side, Side::Loader);
+        let slow = StepFigures { waited_on_loader: 300, ..held };
+        assert_eq!(judge_step(&slow, 1.0).side, Side::Target);
     }
 
     #[test]
@@ -597,72 +622,6 @@ mod tests {
         let f = find(&calls);
         assert_eq!(f.limited_by, LimitedBy::MaxRate);
         assert_eq!(f.lower_bound_rps(&calls), Some(1250.0));
-    }
-
-    #[test]
-    fn refining_lands_between_the_last_good_and_the_failed_step() {
-        let coarse: Vec<_> = [on_time(1000.0), StepFigures { ok_rps: 900.0, ..on_time(1250.0) }]
-            .iter()
-            .map(|f| judge_step(f, 1.0))
-            .collect();
-        // Up to one coarse factor past the failed step, so the refinement can show it was a blip.
-        assert_eq!(
-            refine_rates(&coarse, 1.05, 1.25),
-            vec![1050.0, 1103.0, 1158.0, 1216.0, 1276.0, 1340.0, 1407.0, 1477.0, 1551.0]
-        );
-        assert_eq!(refine_rates(&coarse[..1], 1.05, 1.25), Vec::<f64>::new(), "nothing failed");
-        let fine: Vec<_> = [on_time(1050.0), on_time(1103.0), StepFigures { ok_rps: 900.0, ..on_time(1158.0) }]
-            .iter()
-            .map(|f| judge_step(f, 1.0))
-            .collect();
-        let all = splice(&coarse, &fine);
-        let rates: Vec<f64> = all.iter().map(|c| c.figures.offered_rps).collect();
-        assert_eq!(rates, vec![1000.0, 1050.0, 1103.0, 1158.0, 1250.0], "the coarse failure above it confirms it");
-        assert_eq!(find(&all).lower_bound_rps(&all), Some(1103.0));
-        // Every refining step passed: the coarse failure still closes the sequence.
-        let all = splice(&coarse, &fine[..2]);
-        assert_eq!(find(&all).failed.map(|i| all[i].figures.offered_rps), Some(1250.0));
-        // Refining steps passed above the coarse failure: it was a blip, nothing limited the
-        // steps up to the highest of them.
-        let past: Vec<_> =
-            [on_time(1050.0), on_time(1276.0), on_time(1340.0)].iter().map(|f| judge_step(f, 1.0)).collect();
-        let all = splice(&coarse, &past);
-        let rates: Vec<f64> = all.iter().map(|c| c.figures.offered_rps).collect();
-        assert_eq!(rates, vec![1000.0, 1050.0, 1250.0, 1276.0, 1340.0], "in rising rate");
-        let f = find(&all);
-        assert_eq!((f.limited_by, f.lower_bound_rps(&all)), (LimitedBy::MaxRate, Some(1340.0)));
-    }
-
-    #[test]
-    fn a_loader_failure_below_passing_refining_steps_is_no_ceiling() {
-        // CI: coarse 1,000–1,953/s with the last step late by the host's jitter, then refining
-        // steps to 2,425/s that passed but for two more blips: no ceiling, least of all one
-        // above the failed step.
-        let late = |rate: f64| StepFigures { late_unpooled: 500, ..on_time(rate) };
-        let coarse: Vec<_> = [on_time(1000.0), on_time(1250.0), on_time(1563.0), late(1953.0)]
-            .iter()
-            .map(|f| judge_step(f, 1.0))
-            .collect();
-        assert_eq!(coarse[3].side, Side::Loader);
-        let fine: Vec<_> = [on_time(1641.0), late(1995.0), on_time(2095.0), late(2309.0), on_time(2425.0)]
-            .iter()
-            .map(|f| judge_step(f, 1.0))
-            .collect();
-        let all = splice(&coarse, &fine);
-        let f = find(&all);
-        assert_eq!(
-            (f.limited_by, f.ceiling_rps(&all), f.lower_bound_rps(&all)),
-            (LimitedBy::MaxRate, None, Some(2425.0))
-        );
-        // Coarse steps above the refining ones that failed too still confirm a ceiling, and
-        // it is below them.
-        let coarse: Vec<_> =
-            [on_time(1000.0), late(1250.0), late(1563.0), late(1953.0)].iter().map(|f| judge_step(f, 1.0)).collect();
-        let fine: Vec<_> =
-            [on_time(1050.0), on_time(1276.0), on_time(1551.0)].iter().map(|f| judge_step(f, 1.0)).collect();
-        let all = splice(&coarse, &fine);
-        let f = find(&all);
-        assert_eq!((f.limited_by, f.ceiling_rps(&all)), (LimitedBy::Loader, Some(1551.0)));
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
                 own_lag_p99_ms: p.own_lag_ms.as_ref().map(|o| o.p99),
                 latency_p99_ms: Some(p.latency_ms.p99),
                 waited_for_connection: p.waited_for_connection,
+                waited_on_loader: p.waited_on_loader,
+                read_lag_p99_ms: p.read_lag_ms.as_ref().filter(|r| r.count >= 1000).map(|r| r.p99),
                 measured_s: p.measured_s,
                 // The host's jitter where this step's sends were due, as the verdict takes it.
                 floor_ms: Some(floor.for_phase(s, p).ms),
@@ -68,6 +70,10 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
                 runqueue_p99_us: rq,
                 time_wait_max: tw,
                 ephemeral_ports_max_ratio: ports.map(|r| (r * 10_000.0).round() / 10_000.0),
+                // Set by the caller, who knows the run and the processes.
+                run_requests: 0,
+                loader_process_us_per_request: None,
+                target_process_us_per_request: None,
             }
         })
         .collect()

@@ -72,6 +72,14 @@ fn plan(args: &crate::cli::PlanArgs) -> anyhow::Result<Outcome> {
     if c.lower_bound {
         println!("the figure is a lower bound of this machine's ceiling: {n} is an upper bound of the machines needed");
     }
+    if let Some(us) = c.cpu_us_per_request {
+        // The loader's own CPU per request at its ceiling, and how well the figure repeats.
+        println!(
+            "each request cost the loader {us:.2} µs of CPU at the certified rate: {each:.0} req/s is about {:.2} of a core's time per machine{}",
+            each * us / 1e6,
+            c.spread_pct.map_or(String::new(), |s| format!("; the certificate's bisections agreed within {s:.1} %"))
+        );
+    }
     if n > 1 {
         println!("run: loader run … --shard i/{n} --start-at TIME on each (docs/distributed.md), then loader merge");
     }

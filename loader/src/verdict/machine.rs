@@ -245,7 +245,9 @@ fn ports(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
 /// handshakes explain a loader short of CPU depends on the other reasons.
 pub fn judge_capacity(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
     if let Some(cert) = &s.loader.certificate
-        && cert.ratio * 100.0 > limits.cert_ceiling_pct
+        // To the whole percent: a run at 70 % of the ceiling that sent a few requests more
+        // than it offered is still at 70 %.
+        && (cert.ratio * 100.0).round() > limits.cert_ceiling_pct
     {
         // Above 70 % of a ceiling the loader is out of certified headroom: invalidates. Above
         // 70 % of a lower bound the headroom is unproven, not known to be missing: annotates
