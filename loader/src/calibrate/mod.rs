@@ -46,7 +46,7 @@ pub use judge::{LimitedBy, Side, StepCall, StepFigures};
 
 use crate::Outcome;
 use crate::cli::{CalibrateArgs, RunArgs};
-use crate::health::affinity;
+use crate::health::{affinity, process_cpu_s};
 use crate::probes::Probes;
 use crate::scenario::{Plan, Spec};
 use crate::verdict::Limits;
@@ -188,8 +188,9 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let hostname = certificate::hostname();
     let figures: Vec<f64> = bisections.iter().map(Bisection::figure).collect();
-    let median_one = median(&figures).and_then(|m| bisections.iter().find(|b| b.figure() == m));
-    let (limited_by, ceiling, mut lower_bound, mut at, spread) = match median(&figures) {
+    let median_rps = median(&figures);
+    let median_one = median_rps.and_then(|m| bisections.iter().find(|b| b.figure() == m));
+    let (limited_by, ceiling, mut lower_bound, mut at, spread) = match median_rps {
         Some(m) => {
             let coarse_side = finding.failed.map_or(Side::Loader, |i| coarse[i].side);
             let side = bisect::limiting_side(&bisections, coarse_side);
@@ -504,17 +505,6 @@ fn render_step(s: &StepCall) -> String {
             Side::Target => format!("TARGET: {}", s.why.join("; ")),
         }
     )
-}
-
-/// CPU time (user + system) a process has used, seconds; `None` when it cannot be read.
-fn process_cpu_s(pid: u32) -> Option<f64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces): state is the first, utime and
-    // stime the 12th and 13th.
-    let fields: Vec<&str> = text.get(text.rfind(')')? + 1..)?.split_whitespace().collect();
-    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten()?;
-    (hz > 0).then(|| ticks / hz as f64)
 }
 
 fn join(cpus: &[usize]) -> String {

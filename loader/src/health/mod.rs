@@ -96,6 +96,13 @@ pub struct Sampler {
     pub series: Vec<HealthSample>,
 }
 
+/// CPU time (user + system) process `pid` has used, seconds; `None` when it cannot be read.
+pub fn process_cpu_s(pid: u32) -> Option<f64> {
+    let ticks = fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse::process_ticks(&t))?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten()?;
+    (hz > 0).then(|| ticks as f64 / hz as f64)
+}
+
 impl Sampler {
     /// A sampler whose time zero is `started`; takes the baseline readings.
     pub fn new(started: Instant) -> Sampler {

@@ -36,7 +36,7 @@ pub fn per_core_times(text: &str) -> Vec<CpuTimes> {
         .collect()
 }
 
-/// `/proc/self/stat` → utime + stime in clock ticks.
+/// `/proc/PID/stat` → utime + stime in clock ticks.
 pub fn process_ticks(text: &str) -> Option<u64> {
     // Fields after the ")" that closes the command name: utime is the 14th field, stime 15th.
     let rest = text.get(text.rfind(')')? + 2..)?;
