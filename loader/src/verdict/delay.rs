@@ -164,7 +164,7 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
         ));
     }
     late_sends(s, limits, share, reasons);
-    loader_waits(s, reasons);
+    loader_waits(s, limits, floor, reasons);
     let sends_late = sends_show_it(&reasons[first..]).map(|r| r.code.clone());
     if let Some(r) = runqueue(s, &run, sends_late.as_deref()) {
         reasons.insert(first, r);
@@ -219,8 +219,7 @@ fn read_lag(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reaso
         .filter(|(_, r)| r.count >= MIN_SENDS_FOR_P99)
         .max_by(|a, b| a.1.p99.total_cmp(&b.1.p99));
     let Some((p, r)) = worst else { return };
-    let read_floor = READ_DEFER_MS + at_floor_ms(floor.ms, 0.0, false);
-    let limit = limits.read_lag_p99_ms.max(read_floor);
+    let limit = read_lag_limit(limits, floor);
     if r.p99 <= limit {
         return;
     }
@@ -245,9 +244,16 @@ fn read_lag(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reaso
 
 /// Sends that waited for a connection whose answer had already reached the kernel unread:
 /// the pool looked exhausted because of the loader, not the target. Named beside the
-/// target's waits (`pool_exhausted`); they invalidate as late sends do (they are in
-/// `late_unpooled`), so here they annotate unless no send rule has spoken.
-fn loader_waits(s: &Summary, reasons: &mut Vec<Reason>) {
+/// target's waits (`pool_exhausted`), so the target is not blamed for them. A held wait
+/// lasts no longer than the answer it waited for sat unread: with the read lag p99 within
+/// its limit ([`read_lag_limit`]) the holds were the loader's ordinary batching — a busy
+/// shard reads the answers of the last tenth of a millisecond together (CI, a clean run
+/// at 70 % of a certified ceiling: 66,633 holds in 880,000 sends, read lag p99 0.56 ms,
+/// send lag p99 0.55 ms) — and they annotate. They invalidate, unless a send rule has
+/// already spoken (the late ones are in `late_unpooled`), when the loader kept requests
+/// due and unsent while a connection was free, or held many connections with answers that
+/// sat beyond that limit (or unmeasured: no receive stamps).
+fn loader_waits(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reason>) {
     let held: u64 = judged(s).map(|p| p.waited_on_loader).sum();
     let unsent: u64 = judged(s).map(|p| p.due_unsent_loader).sum();
     if held == 0 && unsent == 0 {
@@ -255,21 +261,35 @@ fn loader_waits(s: &Summary, reasons: &mut Vec<Reason>) {
     }
     let due: u64 = judged(s).map(due).sum();
     let spoken = sends_show_it(reasons).is_some();
-    let many = held + unsent > ISOLATED_LATE_SENDS && (held + unsent) as f64 >= 0.01 * due as f64;
-    let read = judged(s).filter_map(|p| p.read_lag_ms.as_ref()).map(|r| r.p99).fold(0.0, f64::max);
+    let many = |n: u64| n > ISOLATED_LATE_SENDS && n as f64 >= 0.01 * due as f64;
+    let read = judged(s).filter_map(|p| p.read_lag_ms.as_ref()).map(|r| r.p99).reduce(f64::max);
+    let limit = read_lag_limit(limits, floor);
+    let brief = read.is_some_and(|r| r <= limit);
+    let invalidates = !spoken && (many(unsent) || (many(held + unsent) && !brief));
+    let read_text = read.map_or("no receive stamps".to_string(), |r| format!("read lag p99 {r:.2} ms"));
+    let detail = if brief && !invalidates {
+        format!(
+            "{held} sends waited for a connection whose answer had already reached the kernel ({read_text}, within {limit:.1} ms), and {unsent} requests were due but never sent while a connection was free: the loader's, not the target's — each held no longer than its answer sat unread, the shard's ordinary batching of reads, so the numbers hold"
+        )
+    } else {
+        format!(
+            "{held} sends waited for a connection whose answer had already reached the kernel ({read_text}), and {unsent} requests were due but never sent while a connection was free: the loader, not the target, kept them back"
+        )
+    };
     reasons.push(reason(
         "loader_held_connections",
         LOADER,
-        many && !spoken,
+        invalidates,
         (held + unsent) as f64,
         None,
-        and_pause(
-            &format!(
-                "{held} sends waited for a connection whose answer had already reached the kernel (read lag p99 {read:.2} ms), and {unsent} requests were due but never sent while a connection was free: the loader, not the target, kept them back"
-            ),
-            pause_clause(s).as_deref(),
-        ),
+        if invalidates { and_pause(&detail, pause_clause(s).as_deref()) } else { detail },
     ));
+}
+
+/// The read lag p99 above which answers sat unread for longer than the shard defers reads
+/// on purpose plus the host's wake-up jitter (`Limits::read_lag_p99_ms` at least).
+fn read_lag_limit(limits: &Limits, floor: &Floor) -> f64 {
+    limits.read_lag_p99_ms.max(READ_DEFER_MS + at_floor_ms(floor.ms, 0.0, false))
 }
 
 /// The reason by which the loader's own sends show a delay (an invalidating `send_lag` or
