@@ -145,30 +145,58 @@ fn sends_due_within_the_ahead_window_share_a_wake_up() {
     let url = target.url();
     let run = |name: &str, extra: &[&str]| one_shard_run(&url, name, "10000", "32", extra);
     let wakes = |s: &serde_json::Value| u(&phase(s, "main")["wake_late_us"]["count"]);
-    let (text, ahead) = run("send-ahead", &[]);
-    assert_eq!(f(&ahead["run"]["send_ahead_us"]), 100.0);
-    let main = phase(&ahead, "main");
-    let (sent, early) = (u(&main["sent"]), u(&main["sent_ahead"]));
-    assert_eq!(sent, 20_000);
-    // Every other send at most (the one a wake-up is for leaves on time), and most pairs form.
-    assert!(early <= sent / 2 && early >= sent * 2 / 5, "{early} of {sent} sent ahead");
-    assert!(wakes(&ahead) <= sent * 3 / 5, "{} wake-ups for {sent} sends", wakes(&ahead));
-    let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
-    for q in ["p50", "p99", "max"] {
-        assert!(f(&lat[q]) >= f(&svc[q]), "{q}: latency {} below the service time {}", lat[q], svc[q]);
-    }
-    assert!(text.contains("sent ahead: ") && text.contains("(--send-ahead)"), "{text}");
+    // The pairing is timing: a spell of the host's (wake-ups late by more than the 100 µs
+    // between sends) breaks pairs for a second or two. Such a pair of runs is run again, up to
+    // ATTEMPTS times, after a quiet second; the contract checks hold on every run.
+    const ATTEMPTS: u32 = 3;
+    for attempt in 1..=ATTEMPTS {
+        let (text, ahead) = run("send-ahead", &[]);
+        assert_eq!(f(&ahead["run"]["send_ahead_us"]), 100.0);
+        let main = phase(&ahead, "main");
+        let (sent, early) = (u(&main["sent"]), u(&main["sent_ahead"]));
+        assert_eq!(sent, 20_000);
+        let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
+        for q in ["p50", "p99", "max"] {
+            assert!(f(&lat[q]) >= f(&svc[q]), "{q}: latency {} below the service time {}", lat[q], svc[q]);
+        }
+        assert!(text.contains("sent ahead: ") && text.contains("(--send-ahead)"), "{text}");
+        // Every other send at most (the one a wake-up is for leaves on time).
+        assert!(early <= sent / 2, "{early} of {sent} sent ahead: more than every other one");
 
-    let (text, strict) = run("send-ahead-0", &["--send-ahead", "0"]);
-    assert_eq!(f(&strict["run"]["send_ahead_us"]), 0.0);
-    assert_eq!(u(&phase(&strict, "main")["sent_ahead"]), 0);
-    assert!(!text.contains("sent ahead: "), "{text}");
-    assert!(
-        wakes(&strict) >= wakes(&ahead) * 3 / 2,
-        "a wake-up per send without the window: {} against {}",
-        wakes(&strict),
-        wakes(&ahead)
-    );
+        let (text, strict) = run("send-ahead-0", &["--send-ahead", "0"]);
+        assert_eq!(f(&strict["run"]["send_ahead_us"]), 0.0);
+        assert_eq!(u(&phase(&strict, "main")["sent_ahead"]), 0);
+        assert!(!text.contains("sent ahead: "), "{text}");
+
+        let mut timing = Vec::new();
+        if early < sent * 2 / 5 {
+            timing.push(format!("only {early} of {sent} sent ahead: most pairs did not form"));
+        }
+        if wakes(&ahead) > sent * 3 / 5 {
+            timing.push(format!("{} wake-ups for {sent} sends", wakes(&ahead)));
+        }
+        if wakes(&strict) < wakes(&ahead) * 3 / 2 {
+            timing.push(format!(
+                "without the window {} wake-ups, not a wake-up per send against {}",
+                wakes(&strict),
+                wakes(&ahead)
+            ));
+        }
+        let late = |s: &serde_json::Value| f(&phase(s, "main")["wake_late_us"]["p99"]);
+        println!(
+            "attempt {attempt}: {early} of {sent} sent ahead, wake-ups {} (window) vs {} (none), wake-up lateness p99 {} / {} µs",
+            wakes(&ahead),
+            wakes(&strict),
+            late(&ahead),
+            late(&strict)
+        );
+        if timing.is_empty() {
+            return;
+        }
+        assert!(attempt < ATTEMPTS, "{} ({ATTEMPTS} attempts)", timing.join("; "));
+        let steal = common::wait_for_a_quiet_host();
+        println!("  {}: again after a quiet second (steal in the last one {steal} ms)", timing.join("; "));
+    }
 }
 
 /// `--send-ahead 10ms` — h2load's `--rps` rounds — sends in rounds: a wake-up sends the next
