@@ -354,39 +354,56 @@ fn bad_input_is_one_line_and_exit_1() {
     }
 }
 
+/// SIGINT, SIGTERM and SIGHUP each end the run with what was measured written, marked with
+/// the signal, exit 130. The hang-up also closes the terminal: here the run's standard output
+/// is a pipe whose reader goes away just after the signal (as a closed SSH session's does),
+/// and the loader still writes its results instead of dying on a failed print.
 #[test]
-fn interrupt_writes_partial_results_and_exits_130() {
+fn every_stopping_signal_writes_partial_results_and_exits_130() {
     let _turn = common::one_run_at_a_time();
     let target = Target::start(&[]);
-    let out = out_dir("interrupt");
-    let child = std::process::Command::new(common::loader_bin())
-        .args(["run", "--url", &target.url(), "--rate", "200", "--duration", "20s", "--no-probes", "--plain"])
-        .args(["--preflight", "0s", "--out"])
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let output = common::wait_bounded(child, Duration::from_secs(10));
-    assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(s["interrupted"], true);
-    let main = phase(&s, "main");
-    let sent = u(&main["sent"]);
-    assert!(sent > 0 && sent < 4000, "partial: {sent} of 4000 planned");
-    // Every planned request is accounted for: what the stop left is `unsent` (and what was in
-    // flight `aborted`), and the rates are per second of what ran, not of the plan.
-    assert_accounted(&s);
-    assert!(u(&main["errors"]["unsent"]) > 2000, "{main}");
-    let measured = f(&main["measured_s"]);
-    assert!(measured > 0.5 && measured < 5.0, "measured_s {measured}");
-    let sent_rps = f(&main["sent_rps"]);
-    assert!((sent_rps - 200.0).abs() < 30.0, "sent/s over the part that ran: {sent_rps}");
-    assert!(s["errors_detail"]["unsent"].is_array(), "{}", s["errors_detail"]);
+    for (name, sig) in [("SIGINT", libc::SIGINT), ("SIGTERM", libc::SIGTERM), ("SIGHUP", libc::SIGHUP)] {
+        let out = out_dir(&format!("interrupt-{name}"));
+        let mut child = std::process::Command::new(common::loader_bin())
+            .args(["run", "--url", &target.url(), "--rate", "200", "--duration", "20s", "--no-probes", "--plain"])
+            .args(["--preflight", "0s", "--out"])
+            .arg(&out)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        if sig == libc::SIGHUP {
+            // The terminal is gone: nobody reads what the loader prints from now on.
+            std::thread::sleep(Duration::from_millis(50));
+            drop(child.stdout.take());
+        }
+        let output = common::wait_bounded(child, Duration::from_secs(10));
+        assert_eq!(output.status.code(), Some(130), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: summary.json: {e}"));
+        assert_eq!(s["interrupted"], true, "{name}");
+        assert_eq!(s["interrupted_by"], name);
+        let main = phase(&s, "main");
+        let sent = u(&main["sent"]);
+        assert!(sent > 0 && sent < 4000, "{name}: partial: {sent} of 4000 planned");
+        // Every planned request is accounted for: what the stop left is `unsent` (and what was
+        // in flight `aborted`), and the rates are per second of what ran, not of the plan.
+        assert_accounted(&s);
+        assert!(u(&main["errors"]["unsent"]) > 2000, "{name}: {main}");
+        let measured = f(&main["measured_s"]);
+        assert!(measured > 0.5 && measured < 5.0, "{name}: measured_s {measured}");
+        let sent_rps = f(&main["sent_rps"]);
+        assert!((sent_rps - 200.0).abs() < 30.0, "{name}: sent/s over the part that ran: {sent_rps}");
+        assert!(s["errors_detail"]["unsent"].is_array(), "{}", s["errors_detail"]);
+        assert!(out.join("report.html").exists() && out.join("latency.hlog").exists(), "{name}: outputs");
+        if sig != libc::SIGHUP {
+            let text = String::from_utf8_lossy(&output.stdout);
+            assert!(text.contains(&format!("INTERRUPTED ({name})")), "{name}: {text}");
+        }
+    }
 }
 
 /// `requests == ok + Σ errors` in every phase.

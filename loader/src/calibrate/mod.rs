@@ -140,10 +140,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         args.step_hold
     );
 
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&interrupted)).context("cannot install signal handler")?;
-    }
+    let interrupted = crate::measure::signals::install()?;
     // Then bisect between the last good coarse step and its first confirmed failure, several
     // times over (`bisect.rs`): the figure is their median, and they say how well it repeats.
     let measured = pass.run(&plan, &interrupted, None).and_then(|(coarse, probes_on)| {

@@ -84,10 +84,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     if builtin.is_some() {
         println!("loader: no --url given: running the built-in demo against the built-in target at {url}");
     }
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&interrupted)).context("cannot install signal handler")?;
-    }
+    let interrupted = crate::measure::signals::install()?;
     let control = match args.control.as_deref() {
         Some(addr) => {
             let token = measure::control::token_from_env("--control")?;

@@ -11,6 +11,7 @@
 //! | `metrics_feed.rs` | the live metrics endpoint's once-a-second update (`--metrics`) |
 //! | `progress.rs` | the live progress line |
 //! | `probe_summary.rs` | the probes' readings as `summary.probes` |
+//! | `signals.rs` | SIGINT, SIGTERM, SIGHUP: the halt flag, the signal's name, a hang-up's terminal |
 
 pub mod control;
 mod execute;
@@ -19,6 +20,7 @@ mod meters;
 mod metrics_feed;
 mod probe_summary;
 mod progress;
+pub mod signals;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -96,6 +98,9 @@ pub fn measure(
         stopped_at_s: run.stopped_at_ns.map(|ns| ns as f64 / 1e9),
     });
     summary.failure = run.failure.clone();
+    if summary.interrupted {
+        summary.interrupted_by = Some(signals::stopped_by().unwrap_or("loader stop").to_string());
+    }
     summary.run.last_send_s = run.last_send_ns.map(|ns| ns as f64 / 1e9);
     summary.run.zero_unix_s =
         run.started.duration_since(std::time::UNIX_EPOCH).ok().map(|d| (d.as_micros() as f64) / 1e6);

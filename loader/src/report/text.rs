@@ -101,7 +101,11 @@ pub fn render(s: &Summary) -> String {
         r.threads,
         r.timeout_s,
         r.elapsed_s,
-        if s.interrupted { " — INTERRUPTED, partial results" } else { "" }
+        match (s.interrupted, s.interrupted_by.as_deref()) {
+            (false, _) => String::new(),
+            (true, Some(by)) => format!(" — INTERRUPTED ({by}), partial results"),
+            (true, None) => " — INTERRUPTED, partial results".to_string(),
+        }
     );
     if let Some(line) = ahead_line(s) {
         let _ = writeln!(out, "{line}");

@@ -164,6 +164,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
     Summary {
         schema: SCHEMA.to_string(),
         interrupted: inp.interrupted,
+        interrupted_by: None,
         failure: None,
         run: RunInfo {
             url: plan.target.url.clone(),
@@ -251,7 +252,10 @@ fn errors_detail(d: &crate::record::ErrorDetail) -> BTreeMap<String, Vec<ErrorMe
         .zip(&d.by_class)
         .filter(|(_, list)| !list.is_empty())
         .map(|(class, list)| {
-            let messages = list.iter().map(|(m, n)| ErrorMessage { message: m.to_string(), count: *n }).collect();
+            let mut messages: Vec<_> =
+                list.iter().map(|(m, n)| ErrorMessage { message: m.to_string(), count: *n }).collect();
+            // The most frequent first: the first lines account for most of the class.
+            messages.sort_by(|a, b| b.count.cmp(&a.count));
             (class.as_str().to_string(), messages)
         })
         .collect()

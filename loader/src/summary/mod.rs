@@ -47,8 +47,13 @@ pub const SCHEMA: &str = "loader.summary/v1";
 pub struct Summary {
     /// Always [`SCHEMA`].
     pub schema: String,
-    /// The run stopped before its plan ended (SIGINT/SIGTERM); numbers cover what ran.
+    /// The run stopped before its plan ended (SIGINT, SIGTERM, SIGHUP, `loader stop`);
+    /// numbers cover what ran.
     pub interrupted: bool,
+    /// What stopped it: `"SIGINT"`, `"SIGTERM"`, `"SIGHUP"` or `"loader stop"` (null when
+    /// it ran to the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<String>,
     /// Why the run failed part-way (a shard's io_uring failed), if it did: the numbers cover
     /// what ran until then, every unfinished request accounted as `aborted` or `unsent`.
     #[serde(default)]

@@ -22,7 +22,8 @@ pub fn verdict(s: &Summary) -> String {
         let _ = write!(out, r#"<p class="alert">The run failed part-way: {}</p>"#, esc(failure));
     }
     if s.interrupted {
-        out.push_str(r#"<p class="alert">Interrupted: the numbers cover only what ran.</p>"#);
+        let by = s.interrupted_by.as_deref().map_or(String::new(), |b| format!(" ({b})"));
+        out.push_str(&format!(r#"<p class="alert">Interrupted{by}: the numbers cover only what ran.</p>"#));
     }
     let gates = match (s.phases.iter().any(|p| p.passed == Some(false)), s.phases.iter().any(|p| p.passed.is_some())) {
         (true, _) => "some steps failed their criteria",
