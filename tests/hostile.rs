@@ -67,8 +67,9 @@ const ANY: &[&str] = &[
 /// transport classes, never `ok`.
 const CUT_SHORT: &[&str] = &["reset", "io_error", "protocol"];
 
-/// Most distinct messages per class in `errors_detail` (8 plus one "(other messages)").
-const MAX_DETAIL_ENTRIES: usize = 9;
+/// Most distinct messages per class in `errors_detail`: 8, then up to 8 groups' overflow
+/// ("NOT_FOUND: (other messages)"), then one "(other messages)".
+const MAX_DETAIL_ENTRIES: usize = 17;
 
 /// Largest send-lag p99 for a mode that must fail fast: the loader must not spend its time
 /// chewing on a bad response while the schedule waits.

@@ -319,6 +319,9 @@ fn merge_errors(parts: &[&Part]) -> BTreeMap<String, Vec<crate::summary::ErrorMe
             }
         }
     }
+    for list in out.values_mut() {
+        list.sort_by(|a, b| b.count.cmp(&a.count));
+    }
     out
 }
 

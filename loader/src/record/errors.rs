@@ -110,9 +110,12 @@ impl ErrorClass {
     }
 }
 
-/// Distinct messages kept per error class; later distinct messages are counted together.
+/// Distinct messages kept per error class; later distinct messages are counted together,
+/// by their group (the text before the first `": "`, a gRPC status's name) while there are
+/// at most this many groups, then under [`OTHER_MESSAGES`].
 pub const DETAIL_MESSAGES: usize = 8;
-/// The message under which distinct messages beyond [`DETAIL_MESSAGES`] are counted.
+/// The message under which distinct messages beyond [`DETAIL_MESSAGES`] are counted; a
+/// group's own overflow reads `"NOT_FOUND: (other messages)"`.
 pub const OTHER_MESSAGES: &str = "(other messages)";
 
 /// Why requests failed: per class, the first distinct messages and how often each occurred
@@ -120,7 +123,8 @@ pub const OTHER_MESSAGES: &str = "(other messages)";
 #[derive(Debug, Clone, Default)]
 pub struct ErrorDetail {
     /// Per class (indexed like [`ErrorClass::ALL`]): `(message, count)` in order of first
-    /// occurrence, at most [`DETAIL_MESSAGES`] of them plus [`OTHER_MESSAGES`].
+    /// occurrence — at most [`DETAIL_MESSAGES`] messages, then at most as many groups'
+    /// overflows, then [`OTHER_MESSAGES`].
     pub by_class: [Vec<(Cow<'static, str>, u64)>; ErrorClass::COUNT],
 }
 
@@ -136,9 +140,24 @@ impl ErrorDetail {
             list.push((message, n));
             return;
         }
-        match list.iter_mut().find(|(m, _)| m == OTHER_MESSAGES) {
-            Some(other) => other.1 += n,
-            None => list.push((Cow::Borrowed(OTHER_MESSAGES), n)),
+        // Full: counted with the messages of its group, so a status's share stays visible.
+        let overflow = match message.split_once(": ") {
+            Some((group, _)) if !group.is_empty() => format!("{group}: {OTHER_MESSAGES}"),
+            _ => OTHER_MESSAGES.to_string(),
+        };
+        if let Some(entry) = list.iter_mut().find(|(m, _)| *m == overflow) {
+            entry.1 += n;
+            return;
+        }
+        let groups = list.iter().filter(|(m, _)| m.ends_with(OTHER_MESSAGES) && m != OTHER_MESSAGES).count();
+        let overflow = if overflow == OTHER_MESSAGES || groups < DETAIL_MESSAGES {
+            Cow::Owned(overflow)
+        } else {
+            Cow::Borrowed(OTHER_MESSAGES)
+        };
+        match list.iter_mut().find(|(m, _)| *m == overflow) {
+            Some(entry) => entry.1 += n,
+            None => list.push((overflow, n)),
         }
     }
 
@@ -163,4 +182,37 @@ pub(super) fn status_message(status: u16) -> Cow<'static, str> {
         404 => Cow::Borrowed("status 404"),
         _ => Cow::Owned(format!("status {status}")),
     }
+}
+
+/// A server's own words with what varies per request taken out, so that one cause is one
+/// line of the error detail: every run of digits becomes `#`, and a word of 8 or more hex
+/// digits and dashes with a digit in it (an id, a UUID, a hash) becomes `#` whole.
+/// `"ledger says not_found for acct-00006"` → `"ledger says not_found for acct-#"`.
+pub fn normalise(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let id = word.len() >= 8
+            && word.bytes().any(|b| b.is_ascii_digit())
+            && word.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+        if id {
+            out.push('#');
+            continue;
+        }
+        let mut in_digits = false;
+        for c in word.chars() {
+            if c.is_ascii_digit() {
+                if !in_digits {
+                    out.push('#');
+                }
+                in_digits = true;
+            } else {
+                out.push(c);
+                in_digits = false;
+            }
+        }
+    }
+    out
 }

@@ -35,7 +35,8 @@ pub fn code_name(code: usize) -> &'static str {
 impl ShardRecord {
     /// A gRPC answer with status `code` completed at `done_ns`: recorded like an HTTP
     /// response (latency, service time), ok when the code is OK, else the `grpc` error class
-    /// with the code and the server's message in the detail.
+    /// with the code and the server's message in the detail, its ids and numbers taken out
+    /// ([`super::errors::normalise`]) so that one cause is one line.
     pub fn on_grpc(&mut self, phase: usize, intended_ns: u64, sent_ns: u64, done_ns: u64, code: u32, message: &str) {
         let code = if (code as usize) < GRPC_CODES { code as usize } else { 2 };
         self.phases[phase].grpc[code] += 1;
@@ -44,7 +45,8 @@ impl ShardRecord {
             if message.is_empty() {
                 Cow::Borrowed(code_name(code))
             } else {
-                Cow::Owned(format!("{}: {}", code_name(code), message.chars().take(120).collect::<String>()))
+                let message: String = message.chars().take(120).collect();
+                Cow::Owned(format!("{}: {}", code_name(code), super::errors::normalise(&message)))
             }
         });
     }

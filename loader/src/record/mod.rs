@@ -679,6 +679,79 @@ mod tests {
         assert_eq!(total, (1..=12).sum::<u64>() + 10, "nothing is lost");
     }
 
+    /// The case the issue found: a gRPC run's messages carry an account id. Normalised, they
+    /// are three lines; and once the list is full, later messages are counted by status.
+    #[test]
+    fn messages_with_ids_group_by_cause_and_overflow_by_status() {
+        let mut r = ShardRecord::new(windows(), 2);
+        for i in 0..300 {
+            r.on_grpc(
+                1,
+                1_000_000_000,
+                1_000_000_000,
+                1_001_000_000,
+                5,
+                &format!("ledger says not_found for acct-{i:05}"),
+            );
+        }
+        for i in 0..120 {
+            r.on_grpc(
+                1,
+                1_000_000_000,
+                1_000_000_000,
+                1_001_000_000,
+                8,
+                &format!("quota {i} of 100 for 3f2a9c1e-77aa-4d0b-9e1f-{i:012x}"),
+            );
+        }
+        for _ in 0..60 {
+            r.on_grpc(1, 1_000_000_000, 1_000_000_000, 1_001_000_000, 7, "denied");
+        }
+        let list = &r.details.by_class[ErrorClass::Grpc as usize];
+        let got: Vec<(&str, u64)> = list.iter().map(|(m, n)| (m.as_ref(), *n)).collect();
+        assert_eq!(
+            got,
+            [
+                ("NOT_FOUND: ledger says not_found for acct-#", 300),
+                ("RESOURCE_EXHAUSTED: quota # of # for #", 120),
+                ("PERMISSION_DENIED: denied", 60)
+            ]
+        );
+        // Distinct messages past the first eight: by their status, not one lump.
+        let mut d = ErrorDetail::default();
+        for i in 0..8 {
+            d.note(ErrorClass::Grpc, format!("INTERNAL: shard {i} down ({})", "x".repeat(i)).into(), 1);
+        }
+        for (status, n) in [("NOT_FOUND", 300), ("UNAVAILABLE", 40)] {
+            for i in 0..n {
+                d.note(ErrorClass::Grpc, format!("{status}: m{}", "y".repeat(i % 7)).into(), 1);
+            }
+        }
+        let list = &d.by_class[ErrorClass::Grpc as usize];
+        assert_eq!(list.len(), DETAIL_MESSAGES + 2);
+        assert_eq!(list[DETAIL_MESSAGES], ("NOT_FOUND: (other messages)".into(), 300));
+        assert_eq!(list[DETAIL_MESSAGES + 1], ("UNAVAILABLE: (other messages)".into(), 40));
+        // Beyond eight groups, the rest in one.
+        for g in 0..20 {
+            d.note(ErrorClass::Grpc, format!("G{g}: lost").into(), 2);
+        }
+        let list = &d.by_class[ErrorClass::Grpc as usize];
+        assert_eq!(list.len(), 2 * DETAIL_MESSAGES + 1);
+        assert_eq!(list.last().unwrap(), &(OTHER_MESSAGES.into(), 2 * (20 - 6)));
+        let total: u64 = list.iter().map(|(_, n)| n).sum();
+        assert_eq!(total, 8 + 340 + 40, "nothing is lost");
+    }
+
+    #[test]
+    fn normalising_takes_out_numbers_and_ids_and_keeps_the_words() {
+        use super::errors::normalise;
+        assert_eq!(normalise("ledger says not_found for acct-00006"), "ledger says not_found for acct-#");
+        assert_eq!(normalise("user 42 over limit 100/s"), "user # over limit #/s");
+        assert_eq!(normalise("trace 3f2a9c1e-77aa-4d0b-9e1f-0123456789ab failed"), "trace # failed");
+        assert_eq!(normalise("deadbeef"), "deadbeef", "a word of hex letters alone is a word");
+        assert_eq!(normalise("backend unavailable"), "backend unavailable");
+    }
+
     #[test]
     fn aborts_enter_latency_and_unsent_does_not() {
         let mut r = ShardRecord::new(windows(), 2);
