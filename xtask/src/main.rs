@@ -12,6 +12,7 @@
 //! The eBPF objects are not built here: loader/build.rs does that with aya-build; xtask only
 //! makes sure the pieces that build needs (rust-src, bpf-linker) are installed.
 
+mod apt_lock;
 mod cmd;
 mod dist;
 mod fuzz;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use crate::apt_lock;
 use crate::cmd::{self, Cmd};
 
 /// The bpf-linker release the loader's eBPF build is verified with.
@@ -267,10 +268,14 @@ fn apt_packages(root: bool, wanted: &[(&str, &str)]) -> Result<()> {
         return Ok(());
     }
     println!("installing: {} (apt-get)", packages.join(" "));
-    Cmd::new("apt-get").env("DEBIAN_FRONTEND", "noninteractive").args(["update", "-q"]).run()?;
+    // Another apt may start between the look and the call: apt's own wait covers that.
+    let lock_wait = format!("DPkg::Lock::Timeout={}", apt_lock::WAIT_LIMIT.as_secs());
+    apt_lock::wait(apt_lock::WAIT_LIMIT)?;
+    Cmd::new("apt-get").env("DEBIAN_FRONTEND", "noninteractive").args(["-o", &lock_wait, "update", "-q"]).run()?;
+    apt_lock::wait(apt_lock::WAIT_LIMIT)?;
     Cmd::new("apt-get")
         .env("DEBIAN_FRONTEND", "noninteractive")
-        .args(["install", "-q", "-y", "--no-install-recommends"])
+        .args(["-o", &lock_wait, "install", "-q", "-y", "--no-install-recommends"])
         .args(&packages)
         .run()?;
     let still: Vec<&str> =
