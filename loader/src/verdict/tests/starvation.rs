@@ -144,6 +144,26 @@ fn due_requests_never_sent_are_late_sends_unless_every_connection_waited_on_the_
     assert!(v.reasons.iter().any(|r| r.code == "loader_held_connections" && r.invalidates));
 }
 
+/// CI, three loops at nice −10 on the loader's core, no emergency stop: the model left 30
+/// drops to the target beside 47,956 late sends of the loader's own. A handful beside that
+/// backlog is the loader's; the same 30 drops with the loader on time are the target's.
+#[test]
+fn a_few_drops_beside_the_loaders_backlog_are_not_the_targets() {
+    let mut s = big_clean();
+    let p = &mut s.phases[0];
+    p.errors.insert("dropped".into(), 30);
+    (p.late, p.late_unpooled, p.waited_for_connection, p.waited_on_loader) = (1990, 1960, 1500, 1500);
+    let v = judge(&s, &Limits::default());
+    assert!(!v.reasons.iter().any(|r| r.side == TARGET), "the target blamed: {:?}", codes(&v));
+    let drops = v.reasons.iter().find(|r| r.code == "dropped_sends").expect("the drops are named");
+    assert!(drops.side == LOADER && !drops.invalidates, "{drops:?}");
+    // The loader on time: the drops are the target's.
+    let mut s = big_clean();
+    s.phases[0].errors.insert("dropped".into(), 30);
+    let v = judge(&s, &Limits::default());
+    assert!(v.reasons.iter().any(|r| r.code == "dropped_sends" && r.side == TARGET), "{:?}", codes(&v));
+}
+
 #[test]
 fn a_warm_up_backlog_that_spilled_into_the_run_is_judged() {
     let mut s = big_clean();
