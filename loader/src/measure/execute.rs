@@ -10,7 +10,7 @@ use anyhow::Context as _;
 
 use super::live_log::{Line, LiveLog};
 use super::meters::{CpuMeter, LiveTotals, proc_status_mib};
-use super::metrics_feed::MetricsFeed;
+use super::metrics_feed::{self, MetricsFeed};
 use super::progress::Progress;
 use super::{Executed, POOL_OPEN_GRACE};
 use crate::analysis::live::StopReason;
@@ -124,6 +124,8 @@ pub(super) fn execute<'m>(
     let mut detector = plan.emergency_stop.then(|| CliffDetector::new(StopRule::default()));
     let mut emergency: Option<(StopReason, u64)> = None;
     let mut last = LiveTotals::default();
+    // The live metrics between seconds (`metrics_feed::REFRESH`), when an endpoint runs.
+    let mut next_refresh = clock.start() + metrics_feed::REFRESH;
     drop(ended_tx);
     let mut running = handles.len();
     while running > 0 {
@@ -175,10 +177,23 @@ pub(super) fn execute<'m>(
                 f.second(plan, at, &totals, &pct, probes.as_deref(), emergency.is_some());
             }
         }
-        // Sleep to the next second (or a shard's end), looking at the interrupt flag at least
-        // every 100 ms: the main thread shares the loader's CPUs and must not wake them for
-        // nothing.
-        let next = (tick + Duration::from_secs(1)).saturating_duration_since(Instant::now());
+        if let Some(f) = feed.as_mut() {
+            let now = Instant::now();
+            if now >= next_refresh {
+                while next_refresh <= now {
+                    next_refresh += metrics_feed::REFRESH;
+                }
+                f.refresh(plan, now.saturating_duration_since(clock.start()), &LiveTotals::of(&lives));
+            }
+        }
+        // Sleep to the next second, refresh or a shard's end, looking at the interrupt flag at
+        // least every 100 ms: the main thread shares the loader's CPUs and must not wake them
+        // for nothing.
+        let now = Instant::now();
+        let mut next = (tick + Duration::from_secs(1)).saturating_duration_since(now);
+        if feed.is_some() {
+            next = next.min(next_refresh.saturating_duration_since(now));
+        }
         match ended.recv_timeout(next.min(Duration::from_millis(100))) {
             Ok(()) => running -= 1,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}

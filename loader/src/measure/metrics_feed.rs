@@ -1,6 +1,7 @@
-//! Feeding the live metrics endpoint (`--metrics`) from the once-a-second loop: the shards'
-//! copies of their records, the live gauges, CPU, the probes' last sample, the emergency
-//! stop — then one rendering handed to the endpoint.
+//! Feeding the live metrics endpoint (`--metrics`) from the main loop: every [`REFRESH`]
+//! the shards' copies of their records, the offered count and the levels; once a second also
+//! CPU, the probes' last sample, the emergency stop — each time one rendering handed to the
+//! endpoint.
 //!
 //! Not here: the metrics themselves and the endpoint (`report::metrics`), the copies'
 //! hand-over (`record::LiveCopies`), the final values (`measure`, from the merged record).
@@ -15,6 +16,10 @@ use crate::scenario::Plan;
 use crate::summary;
 
 use super::meters::LiveTotals;
+
+/// How often the endpoint's counts are brought up to the shards' copies (which they make as
+/// often, `record::LIVE_COPY_PERIOD_NS`).
+pub(super) const REFRESH: Duration = Duration::from_nanos(crate::record::LIVE_COPY_PERIOD_NS);
 
 /// The run's metrics and where they come from and go.
 pub(super) struct MetricsFeed<'a> {
@@ -39,6 +44,21 @@ impl<'a> MetricsFeed<'a> {
         self.copies.get(shard).cloned()
     }
 
+    /// Between seconds, `at` after the run's zero: take the fresh copies, the offered count
+    /// and the levels, publish (the main loop calls it every [`REFRESH`]).
+    pub fn refresh(&mut self, plan: &Plan, at: Duration, totals: &LiveTotals) {
+        self.take_copies();
+        let offered = summary::offered_between(plan, 0, at.as_nanos() as u64);
+        self.metrics.refresh(offered, totals.in_flight, totals.open);
+        self.endpoint.publish(self.metrics.render());
+    }
+
+    fn take_copies(&mut self) {
+        for (shard, copies) in self.copies.iter().enumerate() {
+            copies.take_fresh(|phase, copy| self.metrics.absorb(shard, phase, copy));
+        }
+    }
+
     /// The second ending `at` after the run's zero: take the fresh copies, set the gauges,
     /// publish.
     pub fn second(
@@ -50,9 +70,7 @@ impl<'a> MetricsFeed<'a> {
         probes: Option<&Probes>,
         emergency_stop: bool,
     ) {
-        for (shard, copies) in self.copies.iter().enumerate() {
-            copies.take_fresh(|phase, copy| self.metrics.absorb(shard, phase, copy));
-        }
+        self.take_copies();
         let sample = probes.and_then(|p| p.series().last());
         self.metrics.second(&Tick {
             offered: summary::offered_between(plan, 0, at.as_nanos() as u64),

@@ -27,7 +27,7 @@ mod seconds;
 
 use errors::status_message;
 pub use errors::{DETAIL_MESSAGES, ErrorClass, ErrorDetail, OTHER_MESSAGES};
-pub use live_copy::{LiveCopies, PhaseCopy};
+pub use live_copy::{LIVE_COPY_PERIOD_NS, LiveCopies, PhaseCopy};
 pub use seconds::SecondLatency;
 
 /// Highest latency a histogram holds, in microseconds (one hour); larger values saturate.

@@ -330,15 +330,16 @@ impl Shard {
         }
     }
 
-    /// Once a second at most, at the end of a turn: hand copies of the phases that moved to
-    /// the live metrics endpoint (see `record::LiveCopies`; a turn that finds the main thread
-    /// reading them tries again next turn). Nothing when no endpoint runs.
+    /// Every [`crate::record::LIVE_COPY_PERIOD_NS`] at most, at the end of a turn: hand
+    /// copies of the phases that moved to the live metrics endpoint (see `record::LiveCopies`;
+    /// a turn that finds the main thread reading them tries again next turn). Nothing when no
+    /// endpoint runs.
     fn copy_for_metrics(&mut self, now: u64) {
         if let Some((copies, due)) = self.live_copies.as_mut()
             && now >= *due
             && copies.copy_from(&self.record)
         {
-            *due = now + 1_000_000_000;
+            *due = now + crate::record::LIVE_COPY_PERIOD_NS;
         }
     }
 

@@ -274,12 +274,19 @@ impl LiveMetrics {
         }
     }
 
-    /// The end of one second: the totals of the copies taken in so far, and `tick`'s figures.
-    pub fn second(&mut self, tick: &Tick<'_>) {
+    /// Between seconds: the totals of the copies taken in so far, what the schedule offered
+    /// until now, and the levels now. The per-second figures (CPU, run-queue delay, lost
+    /// events, the phase) wait for [`LiveMetrics::second`].
+    pub fn refresh(&mut self, offered: u64, in_flight: u64, open: u64) {
         self.publish_parts();
-        self.offered.inner().fetch_max(tick.offered, std::sync::atomic::Ordering::Relaxed);
-        self.in_flight.set(tick.in_flight as i64);
-        self.open.set(tick.open as i64);
+        self.offered.inner().fetch_max(offered, std::sync::atomic::Ordering::Relaxed);
+        self.in_flight.set(in_flight as i64);
+        self.open.set(open as i64);
+    }
+
+    /// The end of one second: [`LiveMetrics::refresh`], and `tick`'s per-second figures.
+    pub fn second(&mut self, tick: &Tick<'_>) {
+        self.refresh(tick.offered, tick.in_flight, tick.open);
         for (shard, pct) in tick.cpu_pct.iter().enumerate() {
             self.shard_cpu.get_or_create(&ShardLabel { shard: shard.to_string() }).set(pct / 100.0);
         }
