@@ -406,6 +406,73 @@ fn every_stopping_signal_writes_partial_results_and_exits_130() {
     }
 }
 
+/// A tmpfs mounted on `dir` (root), unmounted on drop.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path, options: &str) -> Tmpfs {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount -t tmpfs -o {options} on {}", dir.display());
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// `--out` on a read-only filesystem: one line naming `--out` and why, exit 1, before the run
+/// starts. On a filesystem with room for the check but not for the results (a disk that fills
+/// while the run goes): the run measures to its end, says what it could not write, and the
+/// summary comes on standard error instead of being lost; exit 1.
+#[test]
+fn an_output_directory_that_cannot_take_the_results_loses_no_measurement() {
+    let test = "an_output_directory_that_cannot_take_the_results_loses_no_measurement";
+    if common::root_or_skip(test).is_none() {
+        return;
+    }
+    let target = Target::start(&[]);
+    let args = ["--url", &target.url(), "--rate", "200", "--duration", "2s", "--no-probes"];
+
+    let read_only = out_dir("disk-read-only");
+    let _ro = Tmpfs::mount(&read_only, "ro,size=1m");
+    let (output, summary) = loader_run(&args, &read_only, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{}", common::show(&output));
+    assert!(summary.is_none());
+    let line = stderr.lines().find(|l| l.contains("--out")).unwrap_or_else(|| panic!("no --out line: {stderr}"));
+    assert!(line.contains("Read-only file system"), "{line}");
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains("profile,"),
+        "the run started: {}",
+        common::show(&output)
+    );
+
+    let full = out_dir("disk-full");
+    let _full = Tmpfs::mount(&full, "size=64k");
+    // Leave about 12 KiB: the 4 KiB check passes, the summary (tens of KiB) does not fit.
+    std::fs::write(full.join("filler"), vec![0u8; 52 * 1024]).unwrap();
+    let (output, _) = loader_run(&args, &full, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{}", common::show(&output));
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    let json = &stderr[stderr.find("{\n").unwrap_or_else(|| panic!("no summary on stderr: {stderr}"))..];
+    let json = &json[..json.rfind("\n}").expect("the summary's end") + 2];
+    let s: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(u(&phase(&s, "main")["sent"]), 400, "the whole run measured");
+    assert_accounted(&s);
+    assert!(!full.join("summary.json").exists(), "no half-written summary left behind");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// `requests == ok + Σ errors` in every phase.
 fn assert_accounted(s: &serde_json::Value) {
     for p in s["phases"].as_array().unwrap() {

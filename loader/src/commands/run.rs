@@ -18,7 +18,7 @@ use crate::measure;
 use crate::privilege::Privileges;
 use crate::probes::Probes;
 use crate::report::metrics::Endpoint;
-use crate::report::{text, write_json};
+use crate::report::text;
 use crate::scenario::{PhaseKind, Plan, Spec, Target};
 use crate::summary::{CapacitySummary, Reason, Summary, Verdict};
 use crate::target;
@@ -63,6 +63,9 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Under sudo, root is dropped after the last probe load; what it created goes to the user.
     let mut privileges = Privileges::from_env(&out_dir)?;
     privileges.create_dir_all(&out_dir)?;
+    crate::report::check_writable(&out_dir).map_err(|e| {
+        crate::error::InputError::new("--out", format!("{}: cannot write there ({e})", out_dir.display()))
+    })?;
     // While root: idle CPUs kept from deep sleep for the whole run (health/idle.rs).
     // Only a cpuidle governor reads the request: without a driver it changes nothing.
     let cpuidle_driver = idle::driver();
@@ -174,7 +177,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         combined.verdict = combined_verdict(&runs.iter().map(|(_, s, _)| &s.verdict).collect::<Vec<_>>());
         combined.interrupted = runs.iter().any(|(_, s, _)| s.interrupted);
         let path = out_dir.join("summary.json");
-        write_json(&path, &combined)?;
+        crate::report::write_json_or_stderr(&path, &combined)?;
         println!("summary: {}", path.display());
         let (last_dir, ..) = runs.last().expect("at least one run");
         let page = crate::report::html::write(&out_dir, last_dir, &combined)?;
@@ -343,10 +346,16 @@ fn run_once(
         print!("\n{}", analysis::render_steps(&summary.phases, &summary.series, &analysis));
     }
     let path = dir.join("summary.json");
-    write_json(&path, &summary)?;
-    println!("summary: {}", path.display());
-    let page = crate::report::html::write(dir, dir, &summary)?;
-    println!("report: {}", page.display());
+    let written = crate::report::write_json_or_stderr(&path, &summary);
+    if written.is_ok() {
+        println!("summary: {}", path.display());
+    }
+    match crate::report::html::write(dir, dir, &summary) {
+        Ok(page) => println!("report: {}", page.display()),
+        Err(e) => eprintln!("loader: warning: {}", crate::error::one_line(&e)),
+    }
+    // Every output tried: a summary that could not land is the command's error (exit 1).
+    written?;
     Ok((summary, analysis))
 }
 

@@ -107,9 +107,15 @@ pub fn measure(
     summary.preflight = preflight;
     summary.analysis.emergency_stop = run.emergency_stop.clone();
     if let Some(dir) = hlog_dir {
-        crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started)
-            .context("cannot write the HDR interval log")?;
-        crate::report::hgrm::write(dir, plan, &run.record).context("cannot write the percentile distributions")?;
+        // A full or read-only disk costs these files, not the run: the summary still comes.
+        let written = crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started)
+            .context("cannot write the HDR interval log")
+            .and_then(|()| {
+                crate::report::hgrm::write(dir, plan, &run.record).context("cannot write the percentile distributions")
+            });
+        if let Err(e) = written {
+            eprintln!("loader: warning: {}", crate::error::one_line(e.as_ref()));
+        }
     }
     Ok(summary)
 }
