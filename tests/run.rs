@@ -46,6 +46,7 @@ fn constant_rate_sends_exactly_the_schedule_on_a_warm_pool() {
     let s = common::complete_run("constant-rate", &output, &summary, &[0]);
     assert_eq!(s["schema"], "loader.summary/v1");
     assert_eq!(s["interrupted"], false);
+    assert_checkpoint_spent(&out, s);
     // The pre-flight check ran on the run's threads before it.
     assert!(u(&s["preflight"]["wakeups"]) > 50, "{}", s["preflight"]);
     let warm = phase(s, "warmup");
@@ -404,6 +405,66 @@ fn every_stopping_signal_writes_partial_results_and_exits_130() {
             assert!(text.contains(&format!("INTERRUPTED ({name})")), "{name}: {text}");
         }
     }
+}
+
+/// A run killed outright (SIGKILL: the OOM killer, a CI job's timeout, an eviction) loses at
+/// most its last second: `summary.partial.json`, rewritten once a second, is what `loader
+/// verdict DIR` rebuilds `summary.json` from — marked as recovered, every planned request
+/// accounted (unfinished ones `aborted` or `unsent`) — and `loader report DIR` renders.
+#[test]
+fn a_killed_run_is_recovered_from_its_last_checkpoint() {
+    let _turn = common::one_run_at_a_time();
+    let target = Target::start(&[]);
+    let out = out_dir("killed");
+    let child = std::process::Command::new(common::loader_bin())
+        .args(["run", "--url", &target.url(), "--rate", "200", "--duration", "20s", "--no-probes", "--plain"])
+        .args(["--preflight", "0s", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(4500));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    let killed = common::wait_bounded(child, Duration::from_secs(10));
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&killed.status), Some(libc::SIGKILL));
+    assert!(!out.join("summary.json").exists(), "a killed run wrote no summary");
+    assert!(out.join("summary.partial.json").exists(), "no checkpoint in {}", out.display());
+
+    let verdict = std::process::Command::new(common::loader_bin()).arg("verdict").arg(&out).output().unwrap();
+    let stderr = String::from_utf8_lossy(&verdict.stderr);
+    assert_eq!(verdict.status.code(), Some(130), "recovered, it is an interrupted run: {}", common::show(&verdict));
+    assert!(stderr.contains("recovered from its checkpoint"), "{stderr}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["interrupted"], true);
+    assert!(s["interrupted_by"].as_str().is_some_and(|b| b.starts_with("killed")), "{}", s["interrupted_by"]);
+    let sent: u64 = s["phases"].as_array().unwrap().iter().map(|p| u(&p["sent"])).sum();
+    let covered = f(&s["run"]["elapsed_s"]);
+    // Killed 4.5 s after it was started, about 4.2 s into the run (its zero is 0.25 s after
+    // start-up): the last checkpoint, written on the 4th second, holds the run to 3.9 s. A
+    // loss of more than about a second (with room for a slow start-up) is a lost checkpoint.
+    assert!((2.5..=4.5).contains(&covered), "checkpoint at {covered} s");
+    assert!(
+        sent as f64 >= 200.0 * (covered - 0.5) && sent as f64 <= 200.0 * (covered + 0.5),
+        "{sent} sent by {covered} s"
+    );
+    assert_accounted(&s);
+    assert!(u(&phase(&s, "main")["errors"]["unsent"]) > 2000, "{}", phase(&s, "main"));
+    assert_eq!(s["probes"]["available"], false);
+
+    let report = std::process::Command::new(common::loader_bin()).arg("report").arg(&out).output().unwrap();
+    assert_eq!(report.status.code(), Some(0), "{}", common::show(&report));
+    assert!(out.join("report.html").exists());
+}
+
+/// A finished run leaves no checkpoint behind, and says what the checkpoints cost.
+fn assert_checkpoint_spent(out: &std::path::Path, s: &serde_json::Value) {
+    assert!(!out.join("summary.partial.json").exists(), "the checkpoint outlived the run");
+    let c = &s["run"]["checkpoint"];
+    assert!(u(&c["writes"]) >= 1 && u(&c["bytes"]) > 1000, "{c}");
+    assert!(f(&c["main_ms"]) > 0.0 && f(&c["shard_ms"]) > 0.0, "{c}");
 }
 
 /// A tmpfs mounted on `dir` (root), unmounted on drop.

@@ -127,12 +127,18 @@ fn outcome_of(s: &Summary) -> Outcome {
 }
 
 /// A saved run's `DIR/summary.json` and its path; a missing directory or file, unreadable
-/// JSON or another schema is an error of one line.
+/// JSON or another schema is an error of one line. A run that never wrote it (killed,
+/// crashed) is recovered from its last checkpoint, `DIR/summary.partial.json`, marked so.
 fn read_summary(dir: &Path) -> anyhow::Result<(PathBuf, Summary)> {
     if !dir.is_dir() {
         anyhow::bail!("{}: no such directory (expected a run's output directory)", dir.display());
     }
     let path = dir.join("summary.json");
+    if !path.exists()
+        && let Some(summary) = crate::measure::checkpoint::recover(dir)?
+    {
+        return Ok((path, summary));
+    }
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let summary: Summary =
         serde_json::from_str(&text).with_context(|| format!("{} is not a loader summary", path.display()))?;

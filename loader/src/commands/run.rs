@@ -349,6 +349,8 @@ fn run_once(
     let written = crate::report::write_json_or_stderr(&path, &summary);
     if written.is_ok() {
         println!("summary: {}", path.display());
+        // The run ended and said so: its checkpoint has served.
+        let _ = std::fs::remove_file(dir.join(measure::checkpoint::FILE));
     }
     match crate::report::html::write(dir, dir, &summary) {
         Ok(page) => println!("report: {}", page.display()),

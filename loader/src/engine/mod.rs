@@ -154,9 +154,12 @@ pub struct ShardConfig {
     pub halt: Arc<AtomicBool>,
     /// Live counters of this shard.
     pub live: Arc<Live>,
-    /// Where the shard hands copies of its record over once a second for the live metrics
-    /// endpoint (`None`: no endpoint, no copies).
+    /// Where the shard hands copies of its record over for the live metrics endpoint
+    /// (`None`: no endpoint, no copies).
     pub live_copies: Option<Arc<crate::record::LiveCopies>>,
+    /// Where the shard hands its whole record over once a second for the run's checkpoint
+    /// (`summary.partial.json`; `None`: no output directory, no checkpoint).
+    pub checkpoint: Option<Arc<crate::record::CheckpointSlot>>,
     /// Expected run length in seconds (sizes the per-second series up front).
     pub seconds: usize,
     /// When the shard sleeps: see [`pace`].

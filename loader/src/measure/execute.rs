@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 
+use super::checkpoint::{Checkpoint, Known};
 use super::live_log::{Line, LiveLog};
 use super::meters::{CpuMeter, LiveTotals, proc_status_mib};
 use super::metrics_feed::{self, MetricsFeed};
@@ -24,17 +25,28 @@ use crate::scenario::{PhaseKind, Plan};
 use crate::schedule::ShardSchedule;
 use crate::summary::{self, EmergencyStop, HealthSummary};
 
+/// Where the once-a-second loop writes besides the progress line.
+pub(super) struct Streams<'a, 'm> {
+    /// `--json-lines`.
+    pub live_log: &'a mut LiveLog,
+    /// `--metrics`: the live endpoint.
+    pub metrics: Option<&'m Endpoint>,
+    /// The run's checkpoint (`summary.partial.json` in the output directory), and the run's
+    /// start as the summary says it (RFC 3339).
+    pub checkpoint: Option<(&'a std::path::Path, &'a str)>,
+}
+
 /// Start one thread per shard, show progress each second (and feed `metrics`, the live
-/// endpoint, when given), merge when they end.
+/// endpoint, and the checkpoint, when given), merge when they end.
 pub(super) fn execute<'m>(
     plan: &Plan,
     stop: &Arc<AtomicBool>,
     interrupted: &Arc<AtomicBool>,
     mut probes: Option<&mut Probes>,
-    live_log: &mut LiveLog,
-    metrics: Option<&'m Endpoint>,
+    streams: Streams<'_, 'm>,
     run: usize,
 ) -> anyhow::Result<Executed<'m>> {
+    let Streams { live_log, metrics, checkpoint } = streams;
     let windows: Vec<_> = plan.phases.iter().map(|p| p.window()).collect();
     let seconds = (plan.duration() + plan.timeout).as_secs() as usize + 2;
     let (clock, started) = zero(plan.start_at)?;
@@ -55,6 +67,7 @@ pub(super) fn execute<'m>(
     };
     let pace = plan.pace();
     let mut feed = metrics.map(|endpoint| MetricsFeed::new(endpoint, plan, probes.is_some()));
+    let mut checkpoint = checkpoint.map(|(dir, started_at)| Checkpoint::new(dir, plan.threads, started_at.to_string()));
     let mut lives = Vec::new();
     let mut handles = Vec::new();
     // Each shard says when it ends, so the main thread can sleep until the next second.
@@ -76,6 +89,7 @@ pub(super) fn execute<'m>(
             halt: Arc::clone(interrupted),
             live,
             live_copies: feed.as_ref().and_then(|f| f.copies_for(shard)),
+            checkpoint: checkpoint.as_ref().and_then(|c| c.slot(shard)),
             seconds,
             pace,
             tls: tls.clone(),
@@ -176,6 +190,16 @@ pub(super) fn execute<'m>(
             if let Some(f) = feed.as_mut() {
                 f.second(plan, at, &totals, &pct, probes.as_deref(), emergency.is_some());
             }
+            if let Some(c) = checkpoint.as_mut() {
+                let known = Known {
+                    at,
+                    cpu: &cpu_samples,
+                    rss_mib: (rss_start, proc_status_mib("VmRSS:"), proc_status_mib("VmHWM:")),
+                    health: HealthSummary { peaks: health.peaks(), series: health.series.clone() },
+                    zero: started,
+                };
+                c.second(plan, known);
+            }
         }
         if let Some(f) = feed.as_mut() {
             let now = Instant::now();
@@ -255,6 +279,12 @@ pub(super) fn execute<'m>(
         last_send_ns,
         failure: (!failures.is_empty()).then(|| failures.join("; ")),
         metrics: feed.map(MetricsFeed::into_metrics),
+        checkpoint: checkpoint.map(|c| summary::CheckpointInfo {
+            writes: c.writes,
+            bytes: c.bytes,
+            main_ms: round3(c.main_ns as f64 / 1e6),
+            shard_ms: round3(c.shard_ms()),
+        }),
     })
 }
 
@@ -321,4 +351,8 @@ fn http2_setup(
         (Arc::new(config), t.server_name.clone())
     });
     Ok(engine::http2::Http2 { requests, max_streams, tls, grpc })
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
 }

@@ -11,8 +11,10 @@
 //! | `metrics_feed.rs` | the live metrics endpoint's once-a-second update (`--metrics`) |
 //! | `progress.rs` | the live progress line |
 //! | `probe_summary.rs` | the probes' readings as `summary.probes` |
+//! | `checkpoint.rs` | `summary.partial.json` once a second, and a killed run's recovery |
 //! | `signals.rs` | SIGINT, SIGTERM, SIGHUP: the halt flag, the signal's name, a hang-up's terminal |
 
+pub mod checkpoint;
 pub mod control;
 mod execute;
 mod live_log;
@@ -76,7 +78,12 @@ pub fn measure(
     let mut live_log = live_log::LiveLog::open(lines_path, run_index).with_context(|| {
         format!("cannot open --json-lines {}", lines_path.map_or(String::new(), |p| p.display().to_string()))
     })?;
-    let mut run = execute(plan, &stop, interrupted, probes.as_deref_mut(), &mut live_log, metrics, run_index)?;
+    let streams = execute::Streams {
+        live_log: &mut live_log,
+        metrics,
+        checkpoint: hlog_dir.map(|dir| (dir, started_at.as_str())),
+    };
+    let mut run = execute(plan, &stop, interrupted, probes.as_deref_mut(), streams, run_index)?;
     let probes_summary = probe_summary(probes.as_deref(), probe_reason);
     if let Some((mut live, endpoint)) = run.metrics.take() {
         // The summary's own source: `phases[].requests`, `.sent`, `.ok`, `.errors` are these.
@@ -102,6 +109,7 @@ pub fn measure(
         summary.interrupted_by = Some(signals::stopped_by().unwrap_or("loader stop").to_string());
     }
     summary.run.last_send_s = run.last_send_ns.map(|ns| ns as f64 / 1e9);
+    summary.run.checkpoint = run.checkpoint.clone();
     summary.run.zero_unix_s =
         run.started.duration_since(std::time::UNIX_EPOCH).ok().map(|d| (d.as_micros() as f64) / 1e6);
     summary.preflight = preflight;
@@ -157,6 +165,8 @@ struct Executed<'m> {
     failure: Option<String>,
     /// The live metrics (with `--metrics`), still to be given their final values.
     metrics: Option<(LiveMetrics, &'m Endpoint)>,
+    /// What the checkpoint wrote and cost (with an output directory).
+    checkpoint: Option<crate::summary::CheckpointInfo>,
 }
 
 /// Let the pool use every descriptor the hard limit allows.

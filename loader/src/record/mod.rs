@@ -20,11 +20,13 @@ use hdrhistogram::Histogram;
 
 use crate::schedule::Window;
 
+mod checkpoint;
 mod errors;
 pub mod grpc;
 mod live_copy;
 mod seconds;
 
+pub use checkpoint::{CheckpointSlot, next_copy_ns};
 use errors::status_message;
 pub use errors::{DETAIL_MESSAGES, ErrorClass, ErrorDetail, OTHER_MESSAGES};
 pub use live_copy::{LIVE_COPY_PERIOD_NS, LiveCopies, PhaseCopy};

@@ -201,6 +201,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             clock: super::ClockState::read(),
             last_send_s: None,
             stop_requested_unix_s: None,
+            checkpoint: None,
         },
         machine: None,
         verdict: Verdict { trusted: None, reasons: Vec::new() },

@@ -231,6 +231,23 @@ pub struct RunInfo {
     /// When a `loader stop` reached this run's control endpoint (`--control`), Unix seconds.
     #[serde(default)]
     pub stop_requested_unix_s: Option<f64>,
+    /// The once-a-second checkpoint (`summary.partial.json`, removed when this summary was
+    /// written) and what it cost; null without an output directory (calibration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointInfo>,
+}
+
+/// What the run's checkpoint wrote and cost (`run.checkpoint`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CheckpointInfo {
+    /// Checkpoints written.
+    pub writes: u64,
+    /// Size of the last one, bytes.
+    pub bytes: u64,
+    /// The main loop's time spent on them (merge, summary, JSON, write), ms in all.
+    pub main_ms: f64,
+    /// The shards' time spent copying their records for them, ms in all shards.
+    pub shard_ms: f64,
 }
 
 /// `--shard INDEX/COUNT` as the run used it.

@@ -244,6 +244,7 @@ pub(super) fn run_shard(mut cfg: ShardConfig, h2: Arc<Http2>) -> Result<ShardRes
             woke_at: 0,
             wake_target: 0,
             copy_due: 0,
+            checkpoint_due: crate::record::next_copy_ns(0),
             batch_ns: 0,
             wakes: 0,
             streams: FuturesUnordered::new(),
@@ -281,6 +282,8 @@ struct Shard {
     wake_target: u64,
     /// When the live metrics endpoint gets its next copy of the record.
     copy_due: u64,
+    /// When the run's checkpoint gets its next copy of the record.
+    checkpoint_due: u64,
     /// The batching window now (see `window`), and wake-ups since it was last computed.
     batch_ns: u64,
     wakes: u64,
@@ -592,13 +595,20 @@ impl Shard {
         let st = self.ctx.state.borrow();
         self.ctx.cfg.live.publish(st.sent, st.ok, st.errors, u64::from(st.in_flight), u64::from(st.open));
         self.ctx.cfg.live.publish_late(st.record.late_loader);
-        // Once a second at most (a turn that finds the main thread reading tries next turn).
+        // Every `LIVE_COPY_PERIOD_NS` at most (a turn that finds the main thread reading tries
+        // next turn); the checkpoint once a second.
         let now = self.ctx.cfg.clock.now_ns();
         if let Some(copies) = &self.ctx.cfg.live_copies
             && now >= self.copy_due
             && copies.copy_from(&st.record)
         {
-            self.copy_due = now + 1_000_000_000;
+            self.copy_due = now + crate::record::LIVE_COPY_PERIOD_NS;
+        }
+        if let Some(slot) = &self.ctx.cfg.checkpoint
+            && now >= self.checkpoint_due
+            && slot.offer(&st.record, now)
+        {
+            self.checkpoint_due = crate::record::next_copy_ns(now);
         }
     }
 }

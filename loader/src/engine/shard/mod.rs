@@ -115,6 +115,8 @@ pub struct Shard {
     live: Arc<Live>,
     /// Copies for the live metrics endpoint, and when the next one is due (ns since start).
     live_copies: Option<(Arc<crate::record::LiveCopies>, u64)>,
+    /// The record for the run's checkpoint, and when the next copy is due.
+    checkpoint: Option<(Arc<crate::record::CheckpointSlot>, u64)>,
     pub(super) record: ShardRecord,
     /// Requests handed to a connection and not yet finished.
     pub(super) in_flight: u32,
@@ -197,6 +199,7 @@ impl Shard {
             halt: cfg.halt,
             live: cfg.live,
             live_copies: cfg.live_copies.map(|c| (c, 0)),
+            checkpoint: cfg.checkpoint.map(|c| (c, crate::record::next_copy_ns(0))),
             in_flight: 0,
             open: 0,
             sent: 0,
@@ -327,6 +330,7 @@ impl Shard {
             }
             self.publish();
             self.copy_for_metrics(woke);
+            self.copy_for_checkpoint(woke);
         }
     }
 
@@ -340,6 +344,18 @@ impl Shard {
             && copies.copy_from(&self.record)
         {
             *due = now + crate::record::LIVE_COPY_PERIOD_NS;
+        }
+    }
+
+    /// Once a second, at the end of the first turn after 100 ms before the second: hand the
+    /// record to the run's checkpoint (see `record::CheckpointSlot`: only the phases that
+    /// moved are copied).
+    fn copy_for_checkpoint(&mut self, now: u64) {
+        if let Some((slot, due)) = self.checkpoint.as_mut()
+            && now >= *due
+            && slot.offer(&self.record, now)
+        {
+            *due = crate::record::next_copy_ns(now);
         }
     }
 
