@@ -61,7 +61,13 @@ impl CheckpointSlot {
                 snapshot.copy_moved_from(record, from);
                 (*fresh, *at) = (true, now_ns);
             }
-            None => *slot = Some((record.clone(), true, now_ns)),
+            None => {
+                // Fresh buffers (zeroed by the allocator, touched only where copied into):
+                // a clone would copy every phase, a stepped plan's tens of MB, in one turn.
+                let mut snapshot = ShardRecord::new(record.windows.clone(), record.seconds.len());
+                snapshot.copy_moved_from(record, 0);
+                *slot = Some((snapshot, true, now_ns));
+            }
         }
         self.copy_ns.fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
         true
