@@ -316,10 +316,12 @@ fn calibrate_writes_a_certificate_that_run_finds_by_fingerprint() {
     let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir: PathBuf = out_dir("cert-lookup");
     std::fs::create_dir_all(&dir).unwrap();
+    // Four coarse steps take 15 s; a step the host's jitter fails adds three bisections of
+    // four probes, each its own ~3.5 s run (CI: killed by a 60 s bound in the 11th probe).
     let output = calibrate(
         &["--start-rate", "1000", "--max-rate", "2000", "--step-hold", "2s", "--connections", "16"],
         &[("LOADER_CERTIFICATE_DIR", &dir)],
-        Duration::from_secs(60),
+        Duration::from_secs(180),
     );
     assert_eq!(output.status.code(), Some(0), "{}", show(&output));
     let written: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
