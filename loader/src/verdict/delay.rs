@@ -1,5 +1,6 @@
-//! The loader's own delays: run-queue delay of its shard threads, its send lag, late sends —
-//! and the waits that are the target's (pool exhausted, sends dropped).
+//! The loader's own delays: run-queue delay of its shard threads, its send lag, late sends,
+//! read lag — and the waits and drops, the target's or the loader's by cause (pool exhausted,
+//! held connections, sends dropped). The emergency stop is judged after them (`stop.rs`).
 //!
 //! Send lag is split by cause. Of a send's lag, the part after the shard woke (or got a
 //! connection) for it is the loader's own work (`own_lag_ms`); the rest is wake-up
@@ -170,40 +171,6 @@ pub fn judge(s: &Summary, limits: &Limits, floor: &Floor, reasons: &mut Vec<Reas
         reasons.insert(first, r);
     }
     tail(s, limits, share, reasons);
-    emergency_stop(s, reasons);
-}
-
-/// The emergency stop is a cliff of the target's only if the loader kept its schedule while
-/// the condition held. If the loader was behind (its own late sends in those seconds, as the
-/// live detector saw them or the finished series shows, or any invalidating evidence on its
-/// sends), the stop was the loader's: it says so and invalidates.
-fn emergency_stop(s: &Summary, reasons: &mut Vec<Reason>) {
-    let Some(e) = &s.analysis.emergency_stop else { return };
-    let seconds = || s.series.iter().filter(|x| x.t >= e.since_s && x.t <= e.at_s);
-    let late: u64 = seconds().map(|x| x.late_loader).sum();
-    let behind_seconds = seconds().filter(|x| crate::analysis::LiveSecond::from(*x).loader_behind()).count();
-    let sends = sends_show_it(reasons).map(|r| r.code.clone());
-    if !(e.loader_behind || behind_seconds > 0 || sends.is_some()) {
-        return;
-    }
-    let evidence = match (behind_seconds, sends) {
-        (n, _) if n > 0 => format!(
-            "{late} of its own sends left more than 10 ms late with a connection free in the seconds the condition held ({n} of them behind)"
-        ),
-        (_, Some(code)) => format!("its sends show it ({code})"),
-        _ => "the live detector saw its own sends fall behind".to_string(),
-    };
-    reasons.push(reason(
-        "emergency_stop",
-        LOADER,
-        true,
-        e.at_s as f64,
-        None,
-        format!(
-            "stopped: the loader fell behind its schedule, not the target — {evidence}; the bad seconds from t={} s to t={} s ({}) were the loader's, so no cliff of the target's is called",
-            e.since_s, e.at_s, e.cause
-        ),
-    ));
 }
 
 /// Read lag: how long answers sat in the loader's sockets after the kernel stamped their

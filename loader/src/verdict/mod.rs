@@ -15,8 +15,9 @@
 //! resolution limit (its wake-up jitter, the [`floor::Floor`]: annotates which latencies lie
 //! within it), and neighbours on the load machine (their TIME_WAIT or ports: annotate, unless
 //! the loader itself ran short). Rules by subject: `delay.rs` (run-queue, send lag, late sends,
-//! pool waits), `machine.rs` (CPU, TIME_WAIT, ports, descriptors, cgroup, certificate, TLS),
-//! `evidence.rs` (network and target evidence, probe completeness and lost events).
+//! pool waits and drops by cause, read lag), `stop.rs` (whose the emergency stop was),
+//! `machine.rs` (CPU, TIME_WAIT, ports, descriptors, cgroup, certificate, TLS), `evidence.rs`
+//! (network and target evidence, probe completeness and lost events).
 //!
 //! It is pure: `loader verdict DIR` re-judges a saved summary with other [`Limits`].
 
@@ -24,6 +25,7 @@ mod delay;
 mod evidence;
 pub mod floor;
 mod machine;
+mod stop;
 
 use crate::summary::{Reason, Summary, Verdict};
 
@@ -51,6 +53,7 @@ pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
     let floor = floor::Floor::of(s);
     machine::judge(s, limits, &mut reasons);
     delay::judge(s, limits, &floor, &mut reasons);
+    stop::emergency_stop(s, &mut reasons);
     let sends_late = delay::sends_show_it(&reasons).map(|r| r.code.clone());
     machine::throttling(s, limits, sends_late.as_deref(), &mut reasons);
     machine::cpu(s, limits, &mut reasons);
