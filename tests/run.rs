@@ -355,6 +355,26 @@ fn bad_input_is_one_line_and_exit_1() {
     }
 }
 
+/// `loader run` at 200 req/s for 20 s against `url` into `out`, to be stopped part-way;
+/// stderr piped, stdout as given.
+fn long_run(url: &str, out: &std::path::Path, stdout: std::process::Stdio) -> std::process::Child {
+    std::process::Command::new(common::loader_bin())
+        .args(["run", "--url", url, "--rate", "200", "--duration", "20s", "--no-probes", "--plain"])
+        .args(["--preflight", "0s", "--out"])
+        .arg(out)
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Send `sig` to `child` after `delay`.
+fn signal_after(child: &std::process::Child, delay: Duration, sig: libc::c_int) {
+    std::thread::sleep(delay);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+}
+
 /// SIGINT, SIGTERM and SIGHUP each end the run with what was measured written, marked with
 /// the signal, exit 130. The hang-up also closes the terminal: here the run's standard output
 /// is a pipe whose reader goes away just after the signal (as a closed SSH session's does),
@@ -365,17 +385,8 @@ fn every_stopping_signal_writes_partial_results_and_exits_130() {
     let target = Target::start(&[]);
     for (name, sig) in [("SIGINT", libc::SIGINT), ("SIGTERM", libc::SIGTERM), ("SIGHUP", libc::SIGHUP)] {
         let out = out_dir(&format!("interrupt-{name}"));
-        let mut child = std::process::Command::new(common::loader_bin())
-            .args(["run", "--url", &target.url(), "--rate", "200", "--duration", "20s", "--no-probes", "--plain"])
-            .args(["--preflight", "0s", "--out"])
-            .arg(&out)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        let mut child = long_run(&target.url(), &out, std::process::Stdio::piped());
+        signal_after(&child, Duration::from_millis(1500), sig);
         if sig == libc::SIGHUP {
             // The terminal is gone: nobody reads what the loader prints from now on.
             std::thread::sleep(Duration::from_millis(50));
@@ -416,17 +427,8 @@ fn a_killed_run_is_recovered_from_its_last_checkpoint() {
     let _turn = common::one_run_at_a_time();
     let target = Target::start(&[]);
     let out = out_dir("killed");
-    let child = std::process::Command::new(common::loader_bin())
-        .args(["run", "--url", &target.url(), "--rate", "200", "--duration", "20s", "--no-probes", "--plain"])
-        .args(["--preflight", "0s", "--out"])
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(4500));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    let child = long_run(&target.url(), &out, std::process::Stdio::null());
+    signal_after(&child, Duration::from_millis(4500), libc::SIGKILL);
     let killed = common::wait_bounded(child, Duration::from_secs(10));
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&killed.status), Some(libc::SIGKILL));
     assert!(!out.join("summary.json").exists(), "a killed run wrote no summary");

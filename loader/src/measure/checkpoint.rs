@@ -79,12 +79,13 @@ impl Checkpoint {
     pub fn second(&mut self, plan: &Plan, known: Known<'_>) {
         let began = Instant::now();
         for (slot, record) in self.slots.iter().zip(&mut self.records) {
+            // The same partial copy the shards make: the main loop shares their CPUs.
             slot.take_fresh(|r, at| match record {
                 Some((mine, when)) => {
-                    mine.clone_from(r);
+                    mine.follow(r, *when);
                     *when = at;
                 }
-                None => *record = Some((r.clone(), at)),
+                None => *record = Some((ShardRecord::snapshot_of(r), at)),
             });
         }
         if let Some(summary) = self.summary(plan, known) {
@@ -94,18 +95,28 @@ impl Checkpoint {
     }
 
     fn summary(&self, plan: &Plan, known: Known<'_>) -> Option<Summary> {
-        let mut records = self.records.iter();
-        let (mut merged, mut covered_ns) = records.next()?.clone()?;
-        for r in records {
-            let (record, at) = r.as_ref()?;
-            merged.merge(record);
-            covered_ns = covered_ns.min(*at);
-        }
+        let (first, rest) = self.records.split_first()?;
+        let (first, first_at) = first.as_ref()?;
+        let mut covered_ns = *first_at;
+        // One shard (the usual case) needs no merged copy.
+        let merged = match rest {
+            [] => None,
+            _ => {
+                let mut merged = first.clone();
+                for r in rest {
+                    let (record, at) = r.as_ref()?;
+                    merged.merge(record);
+                    covered_ns = covered_ns.min(*at);
+                }
+                Some(merged)
+            }
+        };
+        let record = merged.as_ref().unwrap_or(first);
         // The run as the shards' snapshots hold it: up to the oldest of them.
         let at_s = (covered_ns as f64 / 1e9).min(known.at.as_secs_f64());
         let mut summary = crate::summary::build(&crate::summary::Inputs {
             plan,
-            record: &merged,
+            record,
             interrupted: true,
             elapsed_s: at_s,
             started_at: self.started_at.clone(),

@@ -9,7 +9,7 @@
 //! still go to the output directory, and a log file keeps its lines. A second SIGINT exits at
 //! once (130), for a user who does not want to wait for the partial results.
 
-use std::os::fd::AsRawFd as _;
+use std::os::fd::IntoRawFd as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -26,9 +26,9 @@ pub fn install() -> anyhow::Result<Arc<AtomicBool>> {
     signal_hook::flag::register_conditional_shutdown(SIGINT, 130, Arc::clone(&halt))
         .context("cannot install signal handler")?;
     // Opened now: the handler may not allocate or open files.
-    let null = std::fs::OpenOptions::new().write(true).open("/dev/null").context("cannot open /dev/null")?;
-    let null_fd = null.as_raw_fd();
-    std::mem::forget(null);
+    // Kept open for the process's life.
+    let null_fd =
+        std::fs::OpenOptions::new().write(true).open("/dev/null").context("cannot open /dev/null")?.into_raw_fd();
     let (out_away, err_away) = (!regular_file(1), !regular_file(2));
     for sig in [SIGINT, SIGTERM, SIGHUP] {
         // SAFETY: the action only stores to an atomic and calls dup2, both async-signal-safe.

@@ -57,17 +57,10 @@ impl CheckpointSlot {
         };
         match slot.as_mut() {
             Some((snapshot, fresh, at)) => {
-                let from = ((*at / 1_000_000_000) as usize).saturating_sub(SECONDS_BACK);
-                snapshot.copy_moved_from(record, from);
+                snapshot.follow(record, *at);
                 (*fresh, *at) = (true, now_ns);
             }
-            None => {
-                // Fresh buffers (zeroed by the allocator, touched only where copied into):
-                // a clone would copy every phase, a stepped plan's tens of MB, in one turn.
-                let mut snapshot = ShardRecord::new(record.windows.clone(), record.seconds.len());
-                snapshot.copy_moved_from(record, 0);
-                *slot = Some((snapshot, true, now_ns));
-            }
+            None => *slot = Some((ShardRecord::snapshot_of(record), true, now_ns)),
         }
         self.copy_ns.fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
         true
@@ -146,6 +139,23 @@ impl PhaseRecord {
 }
 
 impl ShardRecord {
+    /// A first snapshot of `src`: fresh buffers (zeroed by the allocator, touched only where
+    /// copied into), then the phases that moved — a clone would copy every phase, a stepped
+    /// plan's tens of MB, at once.
+    pub fn snapshot_of(src: &ShardRecord) -> ShardRecord {
+        let mut snapshot = ShardRecord::new(src.windows.clone(), src.seconds.len());
+        snapshot.copy_moved_from(src, 0);
+        snapshot
+    }
+
+    /// Bring this snapshot, made `copied_at_ns` after the run's zero, up to `src` (the same
+    /// shard's record, later): the phases that moved, the per-second series from
+    /// [`SECONDS_BACK`] before that copy on.
+    pub fn follow(&mut self, src: &ShardRecord, copied_at_ns: u64) {
+        let from = ((copied_at_ns / 1_000_000_000) as usize).saturating_sub(SECONDS_BACK);
+        self.copy_moved_from(src, from);
+    }
+
     /// Become `src` (the same shard's record, later), copying only the phases that moved and
     /// the per-second series from second `from_second` on. Every field is named, so a new one
     /// cannot be forgotten here.

@@ -523,9 +523,8 @@ fn target_waits(p: &PhaseSummary, share: f64, reasons: &mut Vec<Reason>) {
     // they beside many waits for answers the loader had left unread (CI, one busy loop on the
     // loader's core at 8,000 req/s: 739 sends waited on the loader, 12 were left late to the
     // target).
-    let target_late = waited > 0
-        && (p.late_unpooled == 0 || waited > ISOLATED_LATE_SENDS && waited * 20 >= p.late_unpooled)
-        && waited * 20 >= p.waited_on_loader;
+    let target_late =
+        waited > 0 && (p.late_unpooled == 0 || waited > ISOLATED_LATE_SENDS) && !beside_the_loaders(waited, p);
     if target_late {
         reasons.push(reason(
             "pool_exhausted",
@@ -556,8 +555,7 @@ fn target_waits(p: &PhaseSummary, share: f64, reasons: &mut Vec<Reason>) {
     // loader's own late sends, as the late waits above (CI, three loops at nice −10 on the
     // loader's core: 30 drops left to the target beside 47,956 late sends of the loader's).
     let dropped = p.errors.get("dropped").copied().unwrap_or(0).saturating_sub(p.dropped_loader);
-    let dwarfed = dropped * 20 < p.late_unpooled || dropped * 20 < p.waited_on_loader;
-    if dropped > 0 && dwarfed {
+    if dropped > 0 && beside_the_loaders(dropped, p) {
         reasons.push(reason(
             "dropped_sends",
             LOADER,
@@ -579,6 +577,13 @@ fn target_waits(p: &PhaseSummary, share: f64, reasons: &mut Vec<Reason>) {
             format!("{}: {dropped} requests were never sent: no connection came free before their deadline (recorded at it)", p.name),
         ));
     }
+}
+
+/// Whether `n` of the target's late waits or drops in `p` are a handful beside the loader's
+/// own backlog — under 1/20 of its late sends or of its waits for answers it left unread —
+/// and so the model's noise, not evidence about the target.
+fn beside_the_loaders(n: u64, p: &PhaseSummary) -> bool {
+    n * 20 < p.late_unpooled || n * 20 < p.waited_on_loader
 }
 
 /// Late sends with a connection free, over the measured run: a few isolated ones (the host
