@@ -8,7 +8,7 @@
 //! | a neighbour's TIME_WAIT fills the host, keep-alive run | trusted, nothing about TIME_WAIT invalidates |
 //! | a busy loop on the target's core | trusted |
 //! | two busy loops at nice −10 on the loader's core | untrusted, loader |
-//! | a cgroup CPU quota (20 % of a core) on the loader | untrusted, loader (`cgroup_throttled`) |
+//! | a cgroup CPU quota (5 % of a core) on the loader at 5 000 req/s | untrusted, loader (`cgroup_throttled`) |
 //! | the loader stopped (SIGSTOP) for 300 ms mid-run | untrusted, loader |
 //! | the loader stopped for 8 ms once mid-run | trusted, note `tail_own_delay`/loader |
 //! | 25 % of SYNs dropped on the way to the target, no keep-alive | trusted, note `syn_retransmits`/network |
@@ -19,7 +19,7 @@
 //! | two shards sharing the loader's one core at 2 000 req/s | trusted |
 //! | the starvation matrix: busy loops on the loader's core (1 at nice 0, 2 at −5, 3 at −10) × 2 000 / 8 000 req/s × 16 / 64 connections × with / without the emergency stop | untrusted, loader, no pool wait or drop laid at the target's door (one loop at nice 0: the same, unless the shard never waited for its CPU — then its schedule held and it may be trusted) |
 //! | the loader stopped for 1 s and 2 s at 8 000 req/s | untrusted, loader, nothing on the target |
-//! | a 10 % CPU quota on the loader at 8 000 req/s | untrusted, loader, nothing on the target |
+//! | a 5 % CPU quota on the loader at 8 000 req/s | untrusted, loader, nothing on the target |
 //! | a target at its capacity (16 workers × 10 ms = 1 600/s) at 2 000 req/s, the loader starved by 3 loops at −10 | untrusted, loader — and the target's saturation named beside it |
 //!
 //! The loader runs pinned to CPU 0 (`taskset -c 0`, one shard), the built-in target to CPU 1;
@@ -29,7 +29,7 @@
 //! the verdict's or the set-up's. Run it as root:
 //!
 //! ```sh
-//! cargo test -p loader --test verdict_matrix -- --test-threads=1 --nocapture
+//! cargo test --release -p loader-tests --test verdict_matrix -- --test-threads=1 --nocapture
 //! ```
 //!
 //! Needs root (eBPF probes, namespaces, cgroups, nice −10); without root each test says why in
@@ -770,23 +770,33 @@ fn starved_by_a_2s_stop_at_8000_rps() {
     stopped_at_8000("starved_by_a_2s_stop_at_8000_rps", Duration::from_secs(2));
 }
 
-/// The loader in a cgroup allowed 10 % of a CPU at 8 000 req/s (more work than that): it is
-/// throttled every period. Untrusted on the loader's side, nothing laid at the target's door.
+/// The loader in a cgroup allowed 5 % of a CPU at 8 000 req/s (about twice that much work):
+/// it is throttled every period. Untrusted on the loader's side, nothing laid at the target's
+/// door. (At 10 %, CI's loader needed 9.6 %: throttled 68 ms in the run, one send late, sends
+/// on time — trusted, rightly, and a row that no longer starved the loader.)
 #[test]
-fn starved_by_a_10_percent_quota_at_8000_rps() {
-    let scenario = "starved_by_a_10_percent_quota_at_8000_rps";
+fn starved_by_a_5_percent_quota_at_8000_rps() {
+    let scenario = "starved_by_a_5_percent_quota_at_8000_rps";
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
-    let quota = CpuQuota::create("starved", 10);
+    let quota = CpuQuota::create("starved", 5);
     let o = Run::new(scenario)
         .in_cgroup(&quota)
         .args(&["--url", &target.url(), "--rate", "8000", "--connections", "32"])
         .args(SHAPE)
         .run();
+    let (periods, throttled_ms) = quota.throttled();
+    let described = quota.describe();
+    drop(quota);
     if o.skip_without_ebpf() {
         return;
     }
-    Check::new(&o).note(quota.describe()).untrusted_on("loader", &[]).no_target_blame(TARGET_BLAME).finish();
+    Check::new(&o)
+        .set_up(periods > 0, format!("the cgroup ({described}) was never throttled"))
+        .note(format!("{described}: throttled {periods} periods, {throttled_ms:.0} ms (cgroup cpu.stat)"))
+        .untrusted_on("loader", &[])
+        .no_target_blame(TARGET_BLAME)
+        .finish();
 }
 
 /// Both at once: the target at its capacity (16 workers × 10 ms = 1 600/s) driven at

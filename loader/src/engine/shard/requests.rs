@@ -455,15 +455,23 @@ fn unread(conn: &crate::engine::conn::Conn) -> bool {
 
 /// When the slot `f` held in the instant-reading pool comes free, its request having ended
 /// at `done` (the answer's kernel stamp, or its deadline): `done`, less the lead that pool had
-/// over the real one when `f` left — the loader's part of `f`'s wait — minus
-/// [`SLOT_LEAD_ALLOWANCE_NS`]. Anchored at the real end, not at the modelled send plus the
-/// real busy time: a saturated target's answers take longer the earlier they are sent (its
-/// queue), so the model's lead must not grow with every cycle of a connection by the few
+/// over the real one when `f` left — the loader's part of `f`'s wait — minus what a target's
+/// queue could have absorbed of it. Anchored at the real end, not at the modelled send plus
+/// the real busy time: a saturated target's answers take longer the earlier they are sent
+/// (its queue), so the model's lead must not grow with every cycle of a connection by the few
 /// hundred microseconds each read takes (CI: a target of 40/s driven at 100/s through 4
 /// connections for 8 s drifted 10 ms ahead and laid 265 of its waits at the loader's door).
+///
+/// A queue absorbs at most the time the request spent in it, so no more than its whole time
+/// at the target (`done` − its send), and no more than [`SLOT_LEAD_ALLOWANCE_NS`]. Conceding
+/// the full allowance to a fast target would lengthen every modelled cycle by it: 16
+/// connections answering in 0.1 ms would cycle every 2.1 ms, a pool of 7,600/s that a
+/// starved loader's backlog at 8,000 req/s never drains in the model, so its waits were laid
+/// at the target's door (CI, three loops at nice −10: 12,005 of 35,235 waits).
 fn slot_free(f: &InFlight, done: u64) -> u64 {
     let lead = f.taken_ns.saturating_sub(f.free_ns.max(f.intended_ns));
-    done.saturating_sub(lead.saturating_sub(SLOT_LEAD_ALLOWANCE_NS))
+    let absorbed = SLOT_LEAD_ALLOWANCE_NS.min(done.saturating_sub(f.sent_ns));
+    done.saturating_sub(lead.saturating_sub(absorbed))
 }
 
 /// What each cycle of a connection may take the loader without the instant-reading pool
@@ -489,3 +497,7 @@ pub(in crate::engine) fn send_wait(f: &InFlight, waited: bool) -> crate::record:
 pub(in crate::engine) fn waited_for_connection(f: &InFlight) -> bool {
     f.waited || f.sent_ns.saturating_sub(f.intended_ns) <= crate::record::LATE_NS
 }
+
+#[cfg(test)]
+#[path = "requests_tests.rs"]
+mod tests;
