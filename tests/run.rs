@@ -455,6 +455,28 @@ fn a_killed_run_is_recovered_from_its_last_checkpoint() {
     assert_accounted(&s);
     assert!(u(&phase(&s, "main")["errors"]["unsent"]) > 2000, "{}", phase(&s, "main"));
     assert_eq!(s["probes"]["available"], false);
+    // The interval log was appended with the same checkpoints: its histograms hold the
+    // recovered phases' latencies, a second at a time.
+    // (Unless the kill fell between the checkpoint's two writes: then the log ends a second
+    // earlier, and holds fewer.)
+    let hlog = loader::report::hdr::read(&out.join("latency.hlog")).expect("latency.hlog of a killed run");
+    let text = std::fs::read_to_string(out.join("latency.hlog")).unwrap();
+    let ends: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with("Tag=main,"))
+        .map(|l| l.split(',').skip(1).take(2).map(|x| x.parse::<f64>().unwrap()).sum())
+        .collect();
+    let last = ends.iter().copied().fold(0.0, f64::max);
+    assert!(!ends.is_empty() && ends.len() as f64 <= covered + 1.0, "{} intervals of main in {covered} s", ends.len());
+    for p in s["phases"].as_array().unwrap() {
+        let tag = p["name"].as_str().unwrap().replace(' ', "_");
+        let (logged, summarised) = (hlog.get(&tag).map_or(0, |h| h.len()), u(&p["latency_ms"]["count"]));
+        if (last - covered).abs() < 0.01 {
+            assert_eq!(logged, summarised, "{tag}: {logged} latencies in latency.hlog, {summarised} in the summary");
+        } else {
+            assert!(logged <= summarised, "{tag}: the log ends at {last} s, the checkpoint at {covered} s: {logged} > {summarised}");
+        }
+    }
 
     let report = std::process::Command::new(common::loader_bin()).arg("report").arg(&out).output().unwrap();
     assert_eq!(report.status.code(), Some(0), "{}", common::show(&report));

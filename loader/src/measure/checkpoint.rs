@@ -6,6 +6,10 @@
 //! `loader verdict DIR` and `loader report DIR` rebuild `summary.json` from it
 //! ([`recover`]): at most the last second is lost.
 //!
+//! Each checkpoint also appends to `DIR/latency.hlog` the samples each phase's histograms
+//! gained since the last ([`crate::report::hdr::Appender`]), so the histograms of a killed
+//! run survive to the same second; the run's end appends the rest.
+//!
 //! Requests planned but not finished at the checkpoint are accounted as a stop accounts
 //! them: sent and unanswered are `aborted` (without a latency: their answer time is
 //! unknown), not yet sent are `unsent`. The probes are read only when a run ends, so a
@@ -32,6 +36,10 @@ pub(super) struct Checkpoint {
     /// Each shard's latest snapshot, as taken, and when it was made (ns since the zero).
     records: Vec<Option<(ShardRecord, u64)>>,
     started_at: String,
+    /// The interval log, appended at each checkpoint.
+    pub hlog: crate::report::hdr::Appender,
+    /// The log failed and was said (once).
+    hlog_said: bool,
     /// Written so far, the last one's size, and the main loop's time spent on them.
     pub writes: u64,
     pub bytes: u64,
@@ -50,13 +58,16 @@ pub(super) struct Known<'a> {
 }
 
 impl Checkpoint {
-    /// A checkpoint of `shards` shards in `dir`, for a run started at `started_at` (RFC 3339).
-    pub fn new(dir: &Path, shards: usize, started_at: String) -> Self {
+    /// A checkpoint of `shards` shards in `dir`, for a run of `url` started at `started_at`
+    /// (RFC 3339) whose zero is `zero`.
+    pub fn new(dir: &Path, shards: usize, started_at: String, url: &str, zero: SystemTime) -> Self {
         Checkpoint {
             path: dir.join(FILE),
             slots: (0..shards).map(|_| Arc::new(CheckpointSlot::default())).collect(),
             records: vec![None; shards],
             started_at,
+            hlog: crate::report::hdr::Appender::new(&dir.join("latency.hlog"), url, zero),
+            hlog_said: false,
             writes: 0,
             bytes: 0,
             main_ns: 0,
@@ -88,13 +99,22 @@ impl Checkpoint {
                 None => *record = Some((ShardRecord::snapshot_of(r), at)),
             });
         }
-        if let Some(summary) = self.summary(plan, known) {
+        if let Some((summary, record, covered)) = self.summary(plan, known) {
             self.write(&summary);
+            let first = &self.records[0].as_ref().expect("a snapshot of every shard").0;
+            let appended = self.hlog.append(plan, record.as_ref().unwrap_or(first), covered);
+            if let Err(e) = appended
+                && !std::mem::replace(&mut self.hlog_said, true)
+            {
+                eprintln!("loader: warning: {e}; the run goes on, but a kill would lose its histograms");
+            }
         }
         self.main_ns += began.elapsed().as_nanos() as u64;
     }
 
-    fn summary(&self, plan: &Plan, known: Known<'_>) -> Option<Summary> {
+    /// The summary as of the snapshots, the merged record when there are several shards, and
+    /// the time the snapshots cover.
+    fn summary(&self, plan: &Plan, known: Known<'_>) -> Option<(Summary, Option<ShardRecord>, Duration)> {
         let (first, rest) = self.records.split_first()?;
         let (first, first_at) = first.as_ref()?;
         let mut covered_ns = *first_at;
@@ -137,7 +157,7 @@ impl Checkpoint {
             known.zero.duration_since(std::time::UNIX_EPOCH).ok().map(|d| (d.as_micros() as f64) / 1e6);
         account_unfinished(&mut summary);
         super::conclude(&mut summary, plan).ok()?;
-        Some(summary)
+        Some((summary, merged, Duration::from_secs_f64(at_s)))
     }
 
     fn write(&mut self, summary: &Summary) {

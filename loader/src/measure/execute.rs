@@ -67,7 +67,8 @@ pub(super) fn execute<'m>(
     };
     let pace = plan.pace();
     let mut feed = metrics.map(|endpoint| MetricsFeed::new(endpoint, plan, probes.is_some()));
-    let mut checkpoint = checkpoint.map(|(dir, started_at)| Checkpoint::new(dir, plan.threads, started_at.to_string()));
+    let mut checkpoint = checkpoint
+        .map(|(dir, started_at)| Checkpoint::new(dir, plan.threads, started_at.to_string(), &plan.target.url, started));
     let mut lives = Vec::new();
     let mut handles = Vec::new();
     // Each shard says when it ends, so the main thread can sleep until the next second.
@@ -279,12 +280,14 @@ pub(super) fn execute<'m>(
         last_send_ns,
         failure: (!failures.is_empty()).then(|| failures.join("; ")),
         metrics: feed.map(MetricsFeed::into_metrics),
-        checkpoint: checkpoint.map(|c| summary::CheckpointInfo {
+        checkpoint: checkpoint.as_ref().map(|c| summary::CheckpointInfo {
             writes: c.writes,
             bytes: c.bytes,
             main_ms: round3(c.main_ns as f64 / 1e6),
             shard_ms: round3(c.shard_ms()),
+            hlog_bytes: c.hlog.bytes,
         }),
+        hlog: checkpoint.map(|c| c.hlog),
     })
 }
 

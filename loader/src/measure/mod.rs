@@ -116,7 +116,16 @@ pub fn measure(
     summary.analysis.emergency_stop = run.emergency_stop.clone();
     if let Some(dir) = hlog_dir {
         // A full or read-only disk costs these files, not the run: the summary still comes.
-        let written = crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started)
+        // The log the checkpoints appended gets the rest; without one, it is written whole.
+        let elapsed = run.elapsed;
+        let written = match run.hlog.as_mut().filter(|h| h.started()) {
+            Some(hlog) => hlog.append(plan, &run.record, elapsed),
+            None => crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started),
+        };
+        if let (Some(c), Some(h)) = (summary.run.checkpoint.as_mut(), run.hlog.as_ref()) {
+            c.hlog_bytes = h.bytes;
+        }
+        let written = written
             .context("cannot write the HDR interval log")
             .and_then(|()| {
                 crate::report::hgrm::write(dir, plan, &run.record).context("cannot write the percentile distributions")
@@ -167,6 +176,8 @@ struct Executed<'m> {
     metrics: Option<(LiveMetrics, &'m Endpoint)>,
     /// What the checkpoint wrote and cost (with an output directory).
     checkpoint: Option<crate::summary::CheckpointInfo>,
+    /// The interval log the checkpoints appended (with an output directory).
+    hlog: Option<crate::report::hdr::Appender>,
 }
 
 /// Let the pool use every descriptor the hard limit allows.

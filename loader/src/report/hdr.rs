@@ -1,8 +1,14 @@
 //! The HDR interval log: each phase's histograms in the standard HdrHistogram log format
 //! (V2 deflate encoding), so HistogramLogProcessor, HdrHistogram's plotter or any other
-//! reader can re-cut them. One interval per phase and histogram, tagged
-//! `<phase>` (corrected latency), `<phase>.service` (uncorrected) and `<phase>.send_lag`.
-//! Values are microseconds; the max column is divided by 1000 (milliseconds).
+//! reader can re-cut them. Intervals are tagged `<phase>` (corrected latency),
+//! `<phase>.service` (uncorrected) and `<phase>.send_lag`. Values are microseconds; the max
+//! column is divided by 1000 (milliseconds).
+//!
+//! A run with an output directory writes the log as it goes ([`Appender`]): each second's
+//! checkpoint appends the samples each phase gained since the last one, so a killed run
+//! keeps its histograms up to its last checkpoint, and a finished run's log holds one
+//! interval per phase and second (its per-second view). Summed by tag ([`read`]) they are
+//! the phases' histograms. Without one (`loader merge`'s output) it is one interval per phase.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -60,27 +66,142 @@ pub fn write_intervals(
     phases: &[Interval<'_>],
     started: SystemTime,
 ) -> Result<(), OutputError> {
-    let fail = |e: std::io::Error| OutputError::new(path, e);
+    let mut out = header(url, started, "one interval per phase");
+    encode(&mut out, phases).map_err(|e| OutputError::new(path, e))?;
+    std::fs::File::create(path).and_then(|mut file| file.write_all(&out)).map_err(|e| OutputError::new(path, e))
+}
+
+/// The log's header: what wrote it, for which URL, its zero and the max column's divisor.
+fn header(url: &str, started: SystemTime, intervals: &str) -> Vec<u8> {
     let mut out = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
-    {
-        let mut log = IntervalLogWriterBuilder::new()
-            .add_comment(&format!("loader {} interval log: {url}", env!("CARGO_PKG_VERSION")))
-            .add_comment("values in microseconds; one interval per phase; tags: PHASE, PHASE.service, PHASE.send_lag")
-            .with_start_time(started)
-            .with_base_time(started)
-            .with_max_value_divisor(1000.0)
-            .begin_log_with(&mut out, &mut serializer)
-            .map_err(fail)?;
-        for phase in phases {
-            for (suffix, h) in SUFFIXES.iter().zip(phase.histograms) {
-                let tag = format!("{}{suffix}", phase.tag);
-                log.write_histogram(h, phase.start, phase.duration.max(Duration::from_millis(1)), Tag::new(&tag))
-                    .map_err(|e| fail(std::io::Error::other(format!("cannot encode histogram {tag}: {e}"))))?;
-            }
+    IntervalLogWriterBuilder::new()
+        .add_comment(&format!("loader {} interval log: {url}", env!("CARGO_PKG_VERSION")))
+        .add_comment(&format!(
+            "values in microseconds; {intervals}; tags: PHASE, PHASE.service, PHASE.send_lag"
+        ))
+        .with_start_time(started)
+        .with_base_time(started)
+        .with_max_value_divisor(1000.0)
+        .begin_log_with(&mut out, &mut serializer)
+        .expect("writes to a Vec cannot fail");
+    out
+}
+
+/// Append the interval lines of `phases` to `out` (after a [`header`]).
+fn encode(out: &mut Vec<u8>, phases: &[Interval<'_>]) -> std::io::Result<()> {
+    let mut serializer = V2DeflateSerializer::new();
+    let mut lines = Vec::new();
+    // The builder writes its divisor line first; the lines after it are the intervals.
+    let mut log = IntervalLogWriterBuilder::new()
+        .with_max_value_divisor(1000.0)
+        .begin_log_with(&mut lines, &mut serializer)?;
+    for phase in phases {
+        for (suffix, h) in SUFFIXES.iter().zip(phase.histograms) {
+            let tag = format!("{}{suffix}", phase.tag);
+            log.write_histogram(h, phase.start, phase.duration.max(Duration::from_millis(1)), Tag::new(&tag))
+                .map_err(|e| std::io::Error::other(format!("cannot encode histogram {tag}: {e}")))?;
         }
     }
-    std::fs::File::create(path).and_then(|mut file| file.write_all(&out)).map_err(fail)
+    drop(log);
+    let first = lines.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+    out.extend_from_slice(&lines[first..]);
+    Ok(())
+}
+
+/// The interval log written as the run goes: each [`Appender::append`] adds, for every phase
+/// whose histograms gained samples, an interval holding those samples, so the file always
+/// holds the run up to the last append (appended with one `write`, no rename needed).
+pub struct Appender {
+    path: std::path::PathBuf,
+    url: String,
+    started: SystemTime,
+    file: Option<std::fs::File>,
+    /// Per phase, the latency, service and send-lag samples appended so far.
+    appended: Vec<[Histogram<u64>; 3]>,
+    /// The end of the last interval appended (from the run's zero).
+    until: Duration,
+    /// Bytes written so far.
+    pub bytes: u64,
+}
+
+impl Appender {
+    /// A log at `path` (created on the first append) for a run of `url` whose zero was
+    /// `started`.
+    pub fn new(path: &Path, url: &str, started: SystemTime) -> Self {
+        Appender {
+            path: path.to_path_buf(),
+            url: url.to_string(),
+            started,
+            file: None,
+            appended: Vec::new(),
+            until: Duration::ZERO,
+            bytes: 0,
+        }
+    }
+
+    /// Whether anything was appended yet.
+    pub fn started(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Append what `record`'s phases (tagged as `plan`'s) gained up to `at` (from the run's
+    /// zero) since the last append.
+    pub fn append(&mut self, plan: &Plan, record: &ShardRecord, at: Duration) -> Result<(), OutputError> {
+        let fail = |e: std::io::Error| OutputError::new(&self.path, e);
+        let mut gained: Vec<(usize, [Histogram<u64>; 3])> = Vec::new();
+        for (i, rec) in record.phases.iter().enumerate() {
+            let now = [&rec.latency, &rec.service, &rec.send_lag];
+            let before = self.appended.get(i);
+            let moved = match before {
+                Some(b) => b.iter().zip(now).any(|(b, n)| b.len() != n.len()),
+                None => now.iter().any(|n| n.len() > 0),
+            };
+            if !moved {
+                continue;
+            }
+            let mut delta = [now[0].clone(), now[1].clone(), now[2].clone()];
+            if let Some(before) = before {
+                for (d, b) in delta.iter_mut().zip(before) {
+                    d.subtract(b).map_err(|e| fail(std::io::Error::other(format!("samples went missing: {e:?}"))))?;
+                }
+            }
+            gained.push((i, delta));
+        }
+        let (start, until) = (self.until, at.max(self.until));
+        let intervals: Vec<Interval<'_>> = gained
+            .iter()
+            .map(|(i, [l, s, g])| Interval {
+                tag: tag_of(&plan.phases.get(*i).map_or("", |p| p.name.as_str())),
+                start,
+                duration: until - start,
+                histograms: [l, s, g],
+            })
+            .collect();
+        let mut out = match self.file {
+            Some(_) => Vec::new(),
+            None => header(&self.url, self.started, "one interval per phase and second, the samples it gained"),
+        };
+        encode(&mut out, &intervals).map_err(fail)?;
+        drop(intervals);
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(std::fs::File::create(&self.path).map_err(fail)?),
+        };
+        file.write_all(&out).map_err(fail)?;
+        self.bytes += out.len() as u64;
+        self.until = until;
+        for rec in record.phases.iter().skip(self.appended.len()) {
+            let empty = [&rec.latency, &rec.service, &rec.send_lag].map(Histogram::new_from);
+            self.appended.push(empty);
+        }
+        for (i, delta) in gained {
+            for (a, d) in self.appended[i].iter_mut().zip(&delta) {
+                a.add(d).map_err(|e| fail(std::io::Error::other(format!("cannot add histogram: {e:?}"))))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The histograms of an interval log `loader run` wrote, by tag (`PHASE`, `PHASE.service`,
@@ -158,6 +279,48 @@ mod tests {
         let h = &back["step_2"];
         assert!(h.len() == 1 && h.equivalent(h.max(), 4000), "{} {}", h.len(), h.max());
         assert!(read(&dir.join("absent")).is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Appended a second at a time, the log holds each second's new samples and, summed by
+    /// tag, the phases' histograms; a second in which a phase gained nothing adds no line.
+    #[test]
+    fn appended_seconds_add_up_to_the_phases() {
+        let args = RunArgs {
+            url: Some("http://127.0.0.1:9/".into()),
+            steps: Some(vec![10.0, 20.0]),
+            hold: Some("2s".into()),
+            ..Default::default()
+        };
+        let spec = Spec::from_run_args(&args).unwrap();
+        let plan = Plan::resolve(&spec, "http://127.0.0.1:9/").unwrap();
+        let windows = plan.phases.iter().map(|p| p.window()).collect();
+        let mut rec = ShardRecord::new(windows, 4);
+        let dir = std::env::temp_dir().join(format!("loader-hdr-append-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("latency.hlog");
+        let mut log = Appender::new(&path, "http://127.0.0.1:9/", SystemTime::UNIX_EPOCH);
+        assert!(!log.started());
+        rec.on_response(0, 100_000_000, 100_000_000, 102_000_000, 200);
+        log.append(&plan, &rec, Duration::from_secs(1)).unwrap();
+        rec.on_response(0, 1_100_000_000, 1_100_000_000, 1_103_000_000, 200);
+        rec.on_response(0, 1_200_000_000, 1_200_000_000, 1_205_000_000, 200);
+        log.append(&plan, &rec, Duration::from_secs(2)).unwrap();
+        // Nothing new in the third second; the end brings step 2's first answer.
+        log.append(&plan, &rec, Duration::from_secs(3)).unwrap();
+        rec.on_response(1, 2_100_000_000, 2_100_000_000, 2_101_000_000, 200);
+        log.append(&plan, &rec, Duration::from_millis(3_500)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let starts: Vec<&str> = text.lines().filter(|l| l.starts_with("Tag=step_1,")).map(|l| &l[11..22]).collect();
+        assert_eq!(starts, ["0.000,1.000", "1.000,1.000"], "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("Tag=step_2,")).count(), 1);
+        assert_eq!(text.matches("#[StartTime").count(), 1, "one header");
+        assert_eq!(log.bytes, text.len() as u64);
+        let back = read(&path).unwrap();
+        assert_eq!(back["step_1"].len(), 3);
+        assert_eq!(back["step_1"].max(), rec.phases[0].latency.max());
+        assert_eq!(back["step_2"].len(), 1);
+        assert_eq!(back["step_1.service"].len(), 3);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -248,6 +248,9 @@ pub struct CheckpointInfo {
     pub main_ms: f64,
     /// The shards' time spent copying their records for them, ms in all shards.
     pub shard_ms: f64,
+    /// Bytes appended to `latency.hlog` while the run went (each checkpoint's new samples).
+    #[serde(default)]
+    pub hlog_bytes: u64,
 }
 
 /// `--shard INDEX/COUNT` as the run used it.
