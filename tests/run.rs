@@ -455,6 +455,15 @@ fn a_killed_run_is_recovered_from_its_last_checkpoint() {
     assert_accounted(&s);
     assert!(u(&phase(&s, "main")["errors"]["unsent"]) > 2000, "{}", phase(&s, "main"));
     assert_eq!(s["probes"]["available"], false);
+    // The per-second series: the settled seconds appended beside the checkpoint, joined to
+    // its own last ones — every second once, in order, up to the checkpoint.
+    for key in ["series", "health"] {
+        let series = if key == "series" { &s["series"] } else { &s["health"]["series"] };
+        let ts: Vec<u64> = series.as_array().unwrap().iter().map(|x| u(&x["t"])).collect();
+        assert!(ts.windows(2).all(|w| w[1] == w[0] + 1), "{key}: seconds {ts:?}");
+        assert!(ts.len() as f64 >= covered.floor() - 1.0, "{key}: {} seconds of {covered}", ts.len());
+    }
+    assert!(out.join("summary.partial.series").exists(), "the settled seconds are appended beside the checkpoint");
     // The interval log was appended with the same checkpoints: its histograms hold the
     // recovered phases' latencies, a second at a time.
     // (Unless the kill fell between the checkpoint's two writes: then the log ends a second
@@ -486,8 +495,9 @@ fn a_killed_run_is_recovered_from_its_last_checkpoint() {
 /// A finished run leaves no checkpoint behind, and says what the checkpoints cost.
 fn assert_checkpoint_spent(out: &std::path::Path, s: &serde_json::Value) {
     assert!(!out.join("summary.partial.json").exists(), "the checkpoint outlived the run");
+    assert!(!out.join("summary.partial.series").exists(), "the checkpoint's series outlived the run");
     let c = &s["run"]["checkpoint"];
-    assert!(u(&c["writes"]) >= 1 && u(&c["bytes"]) > 1000, "{c}");
+    assert!(u(&c["writes"]) >= 1 && u(&c["bytes"]) > 1000 && u(&c["hlog_bytes"]) > 1000, "{c}");
     assert!(f(&c["main_ms"]) > 0.0 && f(&c["shard_ms"]) > 0.0, "{c}");
 }
 

@@ -35,6 +35,7 @@ struct Sample {
     hlog: u64,
     ndjson: u64,
     partial: u64,
+    series: u64,
 }
 
 fn rss_mib(pid: u32) -> Option<f64> {
@@ -57,21 +58,27 @@ fn bpftool(args: &[&str]) -> Option<serde_json::Value> {
     out.status.success().then(|| serde_json::from_slice(&out.stdout).ok()).flatten()
 }
 
-/// The entries of every hash map `pid` holds, by name.
+/// The entries of every hash map `pid` holds, by name: its map descriptors from
+/// `/proc/PID/fdinfo` (`map_type`, `map_id`), each dumped with bpftool.
 fn map_entries(pid: u32) -> Vec<(String, u64)> {
-    let Some(serde_json::Value::Array(maps)) = bpftool(&["map", "show"]) else { return Vec::new() };
+    const HASH_TYPES: [u64; 3] = [1, 5, 9]; // BPF_MAP_TYPE_HASH, PERCPU_HASH, LRU_HASH
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else { return Vec::new() };
     let mut out = Vec::new();
-    for m in maps {
-        let held = m["pids"].as_array().is_some_and(|p| p.iter().any(|p| p["pid"].as_u64() == Some(u64::from(pid))));
-        let kind = m["type"].as_str().unwrap_or("");
-        if !held || !kind.contains("hash") {
+    for fd in fds.flatten() {
+        let Ok(info) = std::fs::read_to_string(fd.path()) else { continue };
+        let field = |key: &str| info.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse::<u64>().ok());
+        let (Some(kind), Some(id)) = (field("map_type:"), field("map_id:")) else { continue };
+        if !HASH_TYPES.contains(&kind) {
             continue;
         }
-        let (Some(id), Some(name)) = (m["id"].as_u64(), m["name"].as_str()) else { continue };
+        let name = bpftool(&["map", "show", "id", &id.to_string()])
+            .and_then(|m| m["name"].as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("id{id}"));
         let entries = bpftool(&["map", "dump", "id", &id.to_string()]).and_then(|d| d.as_array().map(|a| a.len() as u64));
-        out.push((name.to_string(), entries.unwrap_or(0)));
+        out.push((name, entries.unwrap_or(0)));
     }
     out.sort();
+    out.dedup();
     out
 }
 
@@ -139,20 +146,22 @@ fn a_soak_at_5000_rps_stays_flat() {
             hlog: size(&out.join("latency.hlog")),
             ndjson: size(&ndjson),
             partial: size(&out.join("summary.partial.json")),
+            series: size(&out.join("summary.partial.series")),
         });
     }
     let output = common::wait_bounded(child, Duration::from_secs(60));
-    println!("  t s   RSS MiB  fds  hlog B    ndjson B  partial B  maps");
+    println!("  t s   RSS MiB  fds  hlog B    ndjson B  partial B series B  maps");
     for s in &samples {
         let maps: Vec<String> = s.maps.iter().map(|(n, e)| format!("{n}={e}")).collect();
         println!(
-            "{:5.0} {:8.1} {:4} {:9} {:9} {:9}  {}",
+            "{:5.0} {:8.1} {:4} {:9} {:9} {:9} {:9}  {}",
             s.at_s,
             s.rss_mib,
             s.fds,
             s.hlog,
             s.ndjson,
             s.partial,
+            s.series,
             maps.join(" ")
         );
     }
@@ -212,5 +221,9 @@ fn a_soak_at_5000_rps_stays_flat() {
     );
     assert!(hlog_early > 0 && hlog_late <= hlog_early * 3 / 2 + 10_240, "latency.hlog: {hlog_early} B in the 2nd minute, {hlog_late} B in the last");
     assert!(nd_early > 0 && nd_late <= nd_early * 3 / 2 + 10_240, "NDJSON: {nd_early} B in the 2nd minute, {nd_late} B in the last");
-    assert!(samples.iter().all(|s| s.partial < 1 << 20), "the checkpoint grew past 1 MiB");
+    // The checkpoint is rewritten each second: its size stays put (the series are appended).
+    let partial = spread(&|s| s.partial as f64);
+    assert!(partial <= 16_384.0, "the rewritten checkpoint's size moved by {partial} B after the first minute");
+    let (series_early, series_late) = (bytes_in(&|s| s.series, 60.0, 120.0), bytes_in(&|s| s.series, end - 60.0, end));
+    assert!(series_early > 0 && series_late <= series_early * 3 / 2 + 10_240, "series: {series_early} B, then {series_late} B");
 }

@@ -351,6 +351,7 @@ fn run_once(
         println!("summary: {}", path.display());
         // The run ended and said so: its checkpoint has served.
         let _ = std::fs::remove_file(dir.join(measure::checkpoint::FILE));
+        let _ = std::fs::remove_file(dir.join(measure::checkpoint::SERIES_FILE));
     }
     match crate::report::html::write(dir, dir, &summary) {
         Ok(page) => println!("report: {}", page.display()),

@@ -6,6 +6,11 @@
 //! `loader verdict DIR` and `loader report DIR` rebuild `summary.json` from it
 //! ([`recover`]): at most the last second is lost.
 //!
+//! The per-second series (`series`, `health.series`) grow with the run, so they are not
+//! rewritten each second: the seconds [`SETTLED_S`] behind the checkpoint are appended to
+//! `DIR/summary.partial.series` (one JSON line each) and left out of the rewritten file,
+//! which keeps its size and cost whatever the run's length; [`recover`] joins the two.
+//!
 //! Each checkpoint also appends to `DIR/latency.hlog` the samples each phase's histograms
 //! gained since the last ([`crate::report::hdr::Appender`]), so the histograms of a killed
 //! run survive to the same second; the run's end appends the rest.
@@ -26,8 +31,64 @@ use crate::summary::{HealthSummary, ProbeSummary, Summary};
 
 /// The checkpoint's file in the output directory.
 pub const FILE: &str = "summary.partial.json";
+/// The checkpoint's settled per-second series, beside it.
+pub const SERIES_FILE: &str = "summary.partial.series";
 /// What a checkpoint's `interrupted_by` says until it is recovered.
 const MARK: &str = "checkpoint";
+/// Seconds this far behind a checkpoint are settled: nothing more lands in them (a timeout
+/// is recorded at its deadline, which the shards see pass within their next turn).
+const SETTLED_S: u64 = 2;
+
+/// One line of [`SERIES_FILE`].
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SeriesLine {
+    Second(crate::summary::SecondSummary),
+    Health(crate::health::HealthSample),
+}
+
+/// [`SERIES_FILE`] as written so far.
+struct SeriesLog {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    /// Seconds before this one are in the file (of `series` and of `health.series`).
+    until: u64,
+    /// Bytes appended.
+    bytes: u64,
+}
+
+impl SeriesLog {
+    /// Append the seconds of `summary` settled by `at_s` and not yet in the file, and leave
+    /// only the later ones, up to `at_s`, in `summary`. On a failure the summary keeps them.
+    fn settle(&mut self, summary: &mut Summary, at_s: f64) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let settled = (at_s as u64).saturating_sub(SETTLED_S);
+        let new = |t: u64| t >= self.until && t < settled;
+        let mut out = Vec::new();
+        for s in summary.series.iter().filter(|s| new(s.t)) {
+            serde_json::to_writer(&mut out, &SeriesLine::Second(s.clone()))?;
+            out.push(b'\n');
+        }
+        for h in summary.health.series.iter().filter(|h| new(h.t)) {
+            serde_json::to_writer(&mut out, &SeriesLine::Health(h.clone()))?;
+            out.push(b'\n');
+        }
+        if !out.is_empty() {
+            let file = match &mut self.file {
+                Some(f) => f,
+                None => self.file.insert(std::fs::File::create(&self.path)?),
+            };
+            file.write_all(&out)?;
+            self.bytes += out.len() as u64;
+        }
+        self.until = self.until.max(settled);
+        // The seconds after the checkpoint's hold nothing yet but their offered counts.
+        let now = at_s as u64;
+        summary.series.retain(|s| s.t >= self.until && s.t <= now);
+        summary.health.series.retain(|h| h.t >= self.until);
+        Ok(())
+    }
+}
 
 /// The main loop's side of the checkpoint.
 pub(super) struct Checkpoint {
@@ -38,6 +99,8 @@ pub(super) struct Checkpoint {
     started_at: String,
     /// The interval log, appended at each checkpoint.
     pub hlog: crate::report::hdr::Appender,
+    /// The settled seconds of the series.
+    series: SeriesLog,
     /// The log failed and was said (once).
     hlog_said: bool,
     /// Written so far, the last one's size, and the main loop's time spent on them.
@@ -67,6 +130,7 @@ impl Checkpoint {
             records: vec![None; shards],
             started_at,
             hlog: crate::report::hdr::Appender::new(&dir.join("latency.hlog"), url, zero),
+            series: SeriesLog { path: dir.join(SERIES_FILE), file: None, until: 0, bytes: 0 },
             hlog_said: false,
             writes: 0,
             bytes: 0,
@@ -99,7 +163,10 @@ impl Checkpoint {
                 None => *record = Some((ShardRecord::snapshot_of(r), at)),
             });
         }
-        if let Some((summary, record, covered)) = self.summary(plan, known) {
+        if let Some((mut summary, record, covered)) = self.summary(plan, known) {
+            if let Err(e) = self.series.settle(&mut summary, covered.as_secs_f64()) {
+                self.warn(&format!("cannot append to {}: {e}", self.series.path.display()));
+            }
             self.write(&summary);
             let first = &self.records[0].as_ref().expect("a snapshot of every shard").0;
             let appended = self.hlog.append(plan, record.as_ref().unwrap_or(first), covered);
@@ -160,6 +227,17 @@ impl Checkpoint {
         Some((summary, merged, Duration::from_secs_f64(at_s)))
     }
 
+    /// Bytes appended beside the checkpoint so far: the settled series, the interval log.
+    pub fn appended_bytes(&self) -> (u64, u64) {
+        (self.series.bytes, self.hlog.bytes)
+    }
+
+    fn warn(&mut self, what: &str) {
+        if !std::mem::replace(&mut self.said, true) {
+            eprintln!("loader: warning: {what}; the run goes on, but a kill would lose it");
+        }
+    }
+
     fn write(&mut self, summary: &Summary) {
         let tmp = self.path.with_extension("json.tmp");
         let written = serde_json::to_vec(summary)
@@ -173,13 +251,7 @@ impl Checkpoint {
             }
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
-                if !self.said {
-                    eprintln!(
-                        "loader: warning: cannot write the checkpoint {}: {e}; the run goes on, but a kill would lose it",
-                        self.path.display()
-                    );
-                    self.said = true;
-                }
+                self.warn(&format!("cannot write the checkpoint {}: {e}", self.path.display()));
             }
         }
     }
@@ -217,6 +289,9 @@ pub fn recover(dir: &Path) -> anyhow::Result<Option<Summary>> {
     };
     let mut summary: Summary =
         serde_json::from_str(&text).with_context(|| format!("{} is not a loader checkpoint", path.display()))?;
+    if let Ok(lines) = std::fs::read_to_string(dir.join(SERIES_FILE)) {
+        join_series(&mut summary, &lines);
+    }
     let covered = summary.run.elapsed_s;
     summary.interrupted_by = Some(format!(
         "killed or crashed: recovered from its checkpoint at {covered:.0} s (requests unfinished then are aborted or unsent; no probe figures)"
@@ -226,6 +301,26 @@ pub fn recover(dir: &Path) -> anyhow::Result<Option<Summary>> {
         dir.display()
     );
     Ok(Some(summary))
+}
+
+/// The settled seconds of [`SERIES_FILE`] (`lines`) before the checkpoint's own: where both
+/// hold a second (a kill between the append and the checkpoint's rename), the appended one,
+/// the later. A line cut short by the kill is left out.
+fn join_series(summary: &mut Summary, lines: &str) {
+    let (mut seconds, mut health) = (Vec::new(), Vec::new());
+    for line in lines.lines() {
+        match serde_json::from_str(line) {
+            Ok(SeriesLine::Second(s)) => seconds.push(s),
+            Ok(SeriesLine::Health(h)) => health.push(h),
+            Err(_) => {}
+        }
+    }
+    let last = seconds.iter().map(|s| s.t + 1).max().unwrap_or(0);
+    seconds.extend(summary.series.drain(..).filter(|s| s.t >= last));
+    summary.series = seconds;
+    let last = health.iter().map(|h| h.t + 1).max().unwrap_or(0);
+    health.extend(summary.health.series.drain(..).filter(|h| h.t >= last));
+    summary.health.series = health;
 }
 
 #[cfg(test)]

@@ -251,6 +251,10 @@ pub struct CheckpointInfo {
     /// Bytes appended to `latency.hlog` while the run went (each checkpoint's new samples).
     #[serde(default)]
     pub hlog_bytes: u64,
+    /// Bytes of the settled per-second series appended beside the checkpoint
+    /// (`summary.partial.series`, removed with it).
+    #[serde(default)]
+    pub series_bytes: u64,
 }
 
 /// `--shard INDEX/COUNT` as the run used it.
