@@ -120,3 +120,97 @@ fn the_cycle_scan_sees_a_cycle_when_there_is_one() {
     let refs = crate_refs(&code(&a.join("\n")));
     assert_eq!(refs, ["report", "summary", "verdict"].iter().map(|s| s.to_string()).collect());
 }
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Backticked tokens of `text` that read as a path of the repository: a file (`x.rs`, `x.md`)
+/// or a folder (`x/`), of path characters only.
+fn paths_named(text: &str) -> Vec<String> {
+    let pathy = |t: &str| {
+        !t.is_empty()
+            && t.chars().all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
+            && t.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && (t.ends_with(".rs") || t.ends_with('/') || t.ends_with(".md"))
+    };
+    text.split('`').skip(1).step_by(2).filter(|t| pathy(t)).map(str::to_string).collect()
+}
+
+/// Every path under `dir` (relative to it, folders with a trailing `/`).
+fn tree(dir: &Path, prefix: &str, out: &mut Vec<String>) {
+    for entry in fs::read_dir(dir).expect("read a folder").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() {
+            out.push(format!("{prefix}{name}/"));
+            tree(&entry.path(), &format!("{prefix}{name}/"), out);
+        } else {
+            out.push(format!("{prefix}{name}"));
+        }
+    }
+}
+
+/// Whether a path a doc names exists: from the repository's root, or as the end of a path
+/// under `loader/src` (tables name `shard/ring.rs` inside the engine's row).
+fn exists(named: &str, sources: &[String]) -> bool {
+    root().join(named).exists() || sources.iter().any(|s| s == named || s.ends_with(&format!("/{named}")))
+}
+
+/// The docs match the code: `docs/architecture.md` names every module of `loader/src` — each
+/// top-level file and folder, every folder below, and each file of the engine's folders — and
+/// every page of `docs/`; and no path that it, `docs/design.md` or `docs/http2.md` names in
+/// backticks is missing from the repository.
+#[test]
+fn the_architecture_page_names_every_module_and_no_missing_file() {
+    let mut sources = Vec::new();
+    tree(&src(), "", &mut sources);
+    let architecture = fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md");
+    let named: BTreeSet<String> = paths_named(&architecture).into_iter().collect();
+    // A doc names a module by a path that ends its own (`shard/ring.rs`, `loader/src/engine/`),
+    // or by its bare file name when no other module has that name (`ring.rs`).
+    let base = |p: &str| p.trim_end_matches('/').rsplit('/').next().unwrap_or("").to_string();
+    let unique = |n: &str| sources.iter().filter(|s| base(s) == base(n) && s.ends_with('/') == n.ends_with('/')).count() == 1;
+    let mentions = |path: &str| {
+        named.iter().any(|n| {
+            n == path
+                || n.ends_with(&format!("/{path}"))
+                || (path.ends_with(&format!("/{n}")) && (n.contains('/') && n.trim_end_matches('/').contains('/') || unique(n)))
+        })
+    };
+    let mut missing = Vec::new();
+    for path in &sources {
+        let depth = path.trim_end_matches('/').matches('/').count();
+        let folder = path.ends_with('/');
+        let engine_file = ["engine/", "engine/shard/", "engine/http2/"]
+            .iter()
+            .any(|d| path.strip_prefix(d).is_some_and(|rest| !rest.contains('/')));
+        let wanted = match () {
+            _ if path.contains("tests") || path.ends_with("mod.rs") || path == "lib.rs" || path == "main.rs" => false,
+            _ if depth == 0 => true,
+            _ if folder => true,
+            _ => engine_file && path.ends_with(".rs") && !path.ends_with("fuzz.rs"),
+        };
+        if wanted && !mentions(path) {
+            missing.push(path.clone());
+        }
+    }
+    for page in fs::read_dir(root().join("docs")).expect("docs/").flatten() {
+        let name = page.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") && name != "architecture.md" && !architecture.contains(&name) {
+            missing.push(format!("docs/{name}"));
+        }
+    }
+    assert!(missing.is_empty(), "docs/architecture.md does not name: {missing:?}");
+    let mut dangling = Vec::new();
+    for doc in ["docs/architecture.md", "docs/design.md", "docs/http2.md"] {
+        let text = fs::read_to_string(root().join(doc)).expect("a doc");
+        for path in paths_named(&text) {
+            let beside = root().join(doc).parent().expect("docs/").join(&path);
+            if !beside.exists() && !exists(&path, &sources) && !exists(path.trim_start_matches("loader/src/"), &sources) {
+                dangling.push(format!("{doc}: `{path}`"));
+            }
+        }
+    }
+    assert!(dangling.is_empty(), "paths the docs name that do not exist: {dangling:#?}");
+}
