@@ -6,6 +6,8 @@
 //! only when a response head is split across chunks.
 
 use super::http1::{Limits, Progress, ProtocolError, ResponseParser};
+use super::http2::wire::Wire;
+use super::inflight::InFlight;
 use super::tls::Tls;
 
 /// What one received chunk did to the response in flight.
@@ -38,38 +40,6 @@ pub enum State {
     Busy,
     /// Shut down; waiting for outstanding operations before the socket is closed.
     Closing,
-}
-
-/// The request a connection carries.
-#[derive(Debug, Clone, Copy)]
-pub struct InFlight {
-    /// Phase the request belongs to.
-    pub phase: usize,
-    /// Which entry of the request table it is.
-    pub request: u32,
-    /// When it should have been sent (ns since run start).
-    pub intended_ns: u64,
-    /// When it was handed to the kernel (ns since run start); until then, when the shard
-    /// took it from the schedule.
-    pub sent_ns: u64,
-    /// Its deadline: intended time + the client timeout. Not answered by then, it is a
-    /// timeout (or, never sent, dropped), recorded at exactly this instant.
-    pub deadline_ns: u64,
-    /// Bytes of the request already written.
-    pub written: usize,
-    /// It was already retried once after a stale keep-alive connection.
-    pub retried: bool,
-    /// When the shard took it from the schedule, the pool had been exhausted since its
-    /// intended time: its lateness up to then is the pool's, not the loader's.
-    pub waited: bool,
-    /// When it would have left had the loader read every answer the instant the kernel
-    /// stamped it and sent at once (ns since run start): its intended time, or, when it
-    /// waited for a connection, the moment a connection came free in that instant-reading
-    /// pool (see `Conn::free_since_ns`). Its lag up to this is the target's (the pool was
-    /// busy with answers the kernel had not received); past it, the loader's.
-    pub free_ns: u64,
-    /// When the shard took it from the schedule (`sent_ns` is that until it is sent).
-    pub taken_ns: u64,
 }
 
 /// One connection.
@@ -111,7 +81,7 @@ pub struct Conn {
     /// TLS state (https targets only; `None` keeps the plain path free of it).
     pub tls: Option<Box<Tls>>,
     /// HTTP/2 state (h2c runs only), while the socket is open.
-    pub(in crate::engine) h2: Option<Box<super::shard::H2Link>>,
+    pub(in crate::engine) h2: Option<Box<H2Link>>,
     /// The socket's segments followed by the probes (h2c runs with probes), and how many
     /// reads in a row the record disagreed with ([`super::segments`]).
     pub(in crate::engine) followed: Option<super::segments::Followed>,
@@ -251,5 +221,21 @@ mod limit_tests {
         // Under the limit it passes.
         let small = b"HTTP/1.1 204 No Content\r\n\r\n";
         assert_eq!(Conn::new(limits).take_chunk(small).unwrap(), Chunk::Done { status: 204, close: false });
+    }
+}
+
+/// One connection's HTTP/2 side: its frames, and the bytes the kernel is writing (the shard's
+/// `h2.rs` drives it).
+pub(in crate::engine) struct H2Link {
+    pub(in crate::engine) wire: Wire,
+    /// Handed to a `send` (the kernel reads it until the send completes).
+    pub(in crate::engine) writing: Vec<u8>,
+    pub(in crate::engine) written: usize,
+    pub(in crate::engine) sending: bool,
+}
+
+impl std::fmt::Debug for H2Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H2Link").field("streams", &self.wire.active()).field("sending", &self.sending).finish()
     }
 }

@@ -20,6 +20,7 @@ pub(crate) mod bufring;
 mod conn;
 pub mod http1;
 pub mod http2;
+mod inflight;
 pub mod keys;
 pub mod pace;
 mod pool;

@@ -11,7 +11,8 @@ use socket2::{Socket, Type};
 
 use super::*;
 use crate::engine::EngineError;
-use crate::engine::conn::{InFlight, State};
+use crate::engine::conn::State;
+use crate::engine::inflight::InFlight;
 use crate::engine::http1::Progress;
 use crate::engine::pace::{self};
 use crate::engine::rxtime;

@@ -16,24 +16,10 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use super::*;
-use crate::engine::conn::{InFlight, State};
+use crate::engine::conn::{H2Link, State};
+use crate::engine::inflight::InFlight;
 use crate::engine::http2::wire::{Event, Wire};
 use crate::record::ErrorClass;
-
-/// One connection's HTTP/2 side: its frames, and the bytes the kernel is writing.
-pub(in crate::engine) struct H2Link {
-    pub(super) wire: Wire,
-    /// Handed to a `send` (the kernel reads it until the send completes).
-    writing: Vec<u8>,
-    written: usize,
-    sending: bool,
-}
-
-impl std::fmt::Debug for H2Link {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("H2Link").field("streams", &self.wire.active()).field("sending", &self.sending).finish()
-    }
-}
 
 /// The shard's HTTP/2 state: the run's setting and the requests waiting to be sent again.
 pub(super) struct H2Mode {

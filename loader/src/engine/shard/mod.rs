@@ -37,7 +37,6 @@ mod stamps;
 pub(in crate::engine) mod timers;
 mod tls;
 
-pub(in crate::engine) use h2::H2Link;
 pub(super) use requests::own_lag;
 use requests::waited_for_connection;
 use ring::new_ring;

@@ -6,7 +6,8 @@ use std::borrow::Cow;
 use io_uring::{opcode, types};
 
 use super::*;
-use crate::engine::conn::{Chunk, InFlight, State};
+use crate::engine::conn::{Chunk, State};
+use crate::engine::inflight::InFlight;
 use crate::engine::rxtime;
 use crate::record::ErrorClass;
 use crate::schedule::Due;

@@ -22,7 +22,7 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 
-use crate::engine::conn::InFlight;
+use crate::engine::inflight::InFlight;
 use crate::engine::http1::Limits;
 use crate::record::ErrorClass;
 
