@@ -170,12 +170,14 @@ fn the_architecture_page_names_every_module_and_no_missing_file() {
     // A doc names a module by a path that ends its own (`shard/ring.rs`, `loader/src/engine/`),
     // or by its bare file name when no other module has that name (`ring.rs`).
     let base = |p: &str| p.trim_end_matches('/').rsplit('/').next().unwrap_or("").to_string();
-    let unique = |n: &str| sources.iter().filter(|s| base(s) == base(n) && s.ends_with('/') == n.ends_with('/')).count() == 1;
+    let unique =
+        |n: &str| sources.iter().filter(|s| base(s) == base(n) && s.ends_with('/') == n.ends_with('/')).count() == 1;
     let mentions = |path: &str| {
         named.iter().any(|n| {
             n == path
                 || n.ends_with(&format!("/{path}"))
-                || (path.ends_with(&format!("/{n}")) && (n.contains('/') && n.trim_end_matches('/').contains('/') || unique(n)))
+                || (path.ends_with(&format!("/{n}"))
+                    && (n.contains('/') && n.trim_end_matches('/').contains('/') || unique(n)))
         })
     };
     let mut missing = Vec::new();
@@ -207,7 +209,8 @@ fn the_architecture_page_names_every_module_and_no_missing_file() {
         let text = fs::read_to_string(root().join(doc)).expect("a doc");
         for path in paths_named(&text) {
             let beside = root().join(doc).parent().expect("docs/").join(&path);
-            if !beside.exists() && !exists(&path, &sources) && !exists(path.trim_start_matches("loader/src/"), &sources) {
+            if !beside.exists() && !exists(&path, &sources) && !exists(path.trim_start_matches("loader/src/"), &sources)
+            {
                 dangling.push(format!("{doc}: `{path}`"));
             }
         }
@@ -255,7 +258,10 @@ fn module_refs(lines: &[&str], at: &[String]) -> Vec<Vec<String>> {
     let text = lines.join("\n");
     let mut out = Vec::new();
     for (i, _) in text.match_indices("crate::").chain(text.match_indices("super::")) {
-        if i > 0 && text[..i].ends_with("super::") || text[..i].ends_with('_') || text[..i].chars().last().is_some_and(char::is_alphanumeric) {
+        if i > 0 && text[..i].ends_with("super::")
+            || text[..i].ends_with('_')
+            || text[..i].chars().last().is_some_and(char::is_alphanumeric)
+        {
             continue;
         }
         let mut base: Vec<String> = Vec::new();
@@ -361,7 +367,10 @@ fn the_folder_cycle_scan_finds_a_planted_cycle_and_ignores_a_parent() {
     ];
     assert_eq!(
         folder_cycles(&files),
-        ["engine::conn -> engine::http2::wire -> engine::conn", "engine::http2::wire -> engine::conn -> engine::http2::wire"]
+        [
+            "engine::conn -> engine::http2::wire -> engine::conn",
+            "engine::http2::wire -> engine::conn -> engine::http2::wire"
+        ]
     );
     let untangled: Vec<_> = files.into_iter().filter(|(at, _)| at != &m("engine::http2::wire")).collect();
     assert!(folder_cycles(&untangled).is_empty(), "a child's `use super::*` is no cycle");

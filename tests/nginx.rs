@@ -94,7 +94,8 @@ fn a_run_ended_by_any_signal_keeps_what_nginx_served() {
     let server = format!("access_log {} at;", log.display());
     let nginx = nginx::start(&dir.join("nginx"), 100_000, "log_format at '$msec $status $arg_run';", &server);
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-    let signals = [("SIGHUP", libc::SIGHUP), ("SIGTERM", libc::SIGTERM), ("SIGINT", libc::SIGINT), ("SIGKILL", libc::SIGKILL)];
+    let signals =
+        [("SIGHUP", libc::SIGHUP), ("SIGTERM", libc::SIGTERM), ("SIGINT", libc::SIGINT), ("SIGKILL", libc::SIGKILL)];
     for (k, (name, sig)) in signals.into_iter().enumerate() {
         let at_ms = 200 + u64::from(seed.wrapping_mul(2_654_435_761).rotate_left(8 * k as u32)) % 6_000;
         let out = dir.join(format!("run-{name}"));
@@ -152,7 +153,10 @@ fn a_run_ended_by_any_signal_keeps_what_nginx_served() {
         );
         assert!(ok > 1_000, "{name}: {ok} ok {at_ms} ms after the first second at 1,000 req/s");
         assert!(ok <= served.len() as u64, "{name}: the summary counts {ok} ok, nginx served {}", served.len());
-        assert!(ok.abs_diff(by_end) <= 50, "{name}: the summary counts {ok} ok to {end:.3}, nginx served {by_end} by then");
+        assert!(
+            ok.abs_diff(by_end) <= 50,
+            "{name}: the summary counts {ok} ok to {end:.3}, nginx served {by_end} by then"
+        );
         if sig == libc::SIGKILL {
             let hlog = out.join("latency.hlog");
             assert!(hlog.exists(), "{name}: no latency.hlog beside the checkpoint");

@@ -483,7 +483,10 @@ fn a_killed_run_is_recovered_from_its_last_checkpoint() {
         if (last - covered).abs() < 0.01 {
             assert_eq!(logged, summarised, "{tag}: {logged} latencies in latency.hlog, {summarised} in the summary");
         } else {
-            assert!(logged <= summarised, "{tag}: the log ends at {last} s, the checkpoint at {covered} s: {logged} > {summarised}");
+            assert!(
+                logged <= summarised,
+                "{tag}: the log ends at {last} s, the checkpoint at {covered} s: {logged} > {summarised}"
+            );
         }
     }
 

@@ -40,7 +40,8 @@ struct Sample {
 
 fn rss_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    let kb: f64 =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb / 1024.0)
 }
 
@@ -66,7 +67,8 @@ fn map_entries(pid: u32) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     for fd in fds.flatten() {
         let Ok(info) = std::fs::read_to_string(fd.path()) else { continue };
-        let field = |key: &str| info.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse::<u64>().ok());
+        let field =
+            |key: &str| info.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse::<u64>().ok());
         let (Some(kind), Some(id)) = (field("map_type:"), field("map_id:")) else { continue };
         if !HASH_TYPES.contains(&kind) {
             continue;
@@ -74,7 +76,8 @@ fn map_entries(pid: u32) -> Vec<(String, u64)> {
         let name = bpftool(&["map", "show", "id", &id.to_string()])
             .and_then(|m| m["name"].as_str().map(str::to_string))
             .unwrap_or_else(|| format!("id{id}"));
-        let entries = bpftool(&["map", "dump", "id", &id.to_string()]).and_then(|d| d.as_array().map(|a| a.len() as u64));
+        let entries =
+            bpftool(&["map", "dump", "id", &id.to_string()]).and_then(|d| d.as_array().map(|a| a.len() as u64));
         out.push((name, entries.unwrap_or(0)));
     }
     out.sort();
@@ -219,11 +222,20 @@ fn a_soak_at_5000_rps_stays_flat() {
         last_minute <= second_minute * 1.5 + 2.0,
         "CPU per second grew: median {second_minute:.1} % in the second minute, {last_minute:.1} % in the last"
     );
-    assert!(hlog_early > 0 && hlog_late <= hlog_early * 3 / 2 + 10_240, "latency.hlog: {hlog_early} B in the 2nd minute, {hlog_late} B in the last");
-    assert!(nd_early > 0 && nd_late <= nd_early * 3 / 2 + 10_240, "NDJSON: {nd_early} B in the 2nd minute, {nd_late} B in the last");
+    assert!(
+        hlog_early > 0 && hlog_late <= hlog_early * 3 / 2 + 10_240,
+        "latency.hlog: {hlog_early} B in the 2nd minute, {hlog_late} B in the last"
+    );
+    assert!(
+        nd_early > 0 && nd_late <= nd_early * 3 / 2 + 10_240,
+        "NDJSON: {nd_early} B in the 2nd minute, {nd_late} B in the last"
+    );
     // The checkpoint is rewritten each second: its size stays put (the series are appended).
     let partial = spread(&|s| s.partial as f64);
     assert!(partial <= 16_384.0, "the rewritten checkpoint's size moved by {partial} B after the first minute");
     let (series_early, series_late) = (bytes_in(&|s| s.series, 60.0, 120.0), bytes_in(&|s| s.series, end - 60.0, end));
-    assert!(series_early > 0 && series_late <= series_early * 3 / 2 + 10_240, "series: {series_early} B, then {series_late} B");
+    assert!(
+        series_early > 0 && series_late <= series_early * 3 / 2 + 10_240,
+        "series: {series_early} B, then {series_late} B"
+    );
 }

@@ -125,11 +125,9 @@ pub fn measure(
         if let (Some(c), Some(h)) = (summary.run.checkpoint.as_mut(), run.hlog.as_ref()) {
             c.hlog_bytes = h.bytes;
         }
-        let written = written
-            .context("cannot write the HDR interval log")
-            .and_then(|()| {
-                crate::report::hgrm::write(dir, plan, &run.record).context("cannot write the percentile distributions")
-            });
+        let written = written.context("cannot write the HDR interval log").and_then(|()| {
+            crate::report::hgrm::write(dir, plan, &run.record).context("cannot write the percentile distributions")
+        });
         if let Err(e) = written {
             eprintln!("loader: warning: {}", crate::error::one_line(e.as_ref()));
         }

@@ -77,9 +77,7 @@ fn header(url: &str, started: SystemTime, intervals: &str) -> Vec<u8> {
     let mut serializer = V2DeflateSerializer::new();
     IntervalLogWriterBuilder::new()
         .add_comment(&format!("loader {} interval log: {url}", env!("CARGO_PKG_VERSION")))
-        .add_comment(&format!(
-            "values in microseconds; {intervals}; tags: PHASE, PHASE.service, PHASE.send_lag"
-        ))
+        .add_comment(&format!("values in microseconds; {intervals}; tags: PHASE, PHASE.service, PHASE.send_lag"))
         .with_start_time(started)
         .with_base_time(started)
         .with_max_value_divisor(1000.0)
@@ -93,9 +91,8 @@ fn encode(out: &mut Vec<u8>, phases: &[Interval<'_>]) -> std::io::Result<()> {
     let mut serializer = V2DeflateSerializer::new();
     let mut lines = Vec::new();
     // The builder writes its divisor line first; the lines after it are the intervals.
-    let mut log = IntervalLogWriterBuilder::new()
-        .with_max_value_divisor(1000.0)
-        .begin_log_with(&mut lines, &mut serializer)?;
+    let mut log =
+        IntervalLogWriterBuilder::new().with_max_value_divisor(1000.0).begin_log_with(&mut lines, &mut serializer)?;
     for phase in phases {
         for (suffix, h) in SUFFIXES.iter().zip(phase.histograms) {
             let tag = format!("{}{suffix}", phase.tag);

@@ -17,8 +17,8 @@ use std::collections::VecDeque;
 
 use super::*;
 use crate::engine::conn::{H2Link, State};
-use crate::engine::inflight::InFlight;
 use crate::engine::http2::wire::{Event, Wire};
+use crate::engine::inflight::InFlight;
 use crate::record::ErrorClass;
 
 /// The shard's HTTP/2 state: the run's setting and the requests waiting to be sent again.

@@ -67,7 +67,10 @@ fn a_fast_targets_slots_drain_a_starved_backlog_in_the_model() {
         t = runnable + 1_500_000 + round * 7 % 10 * 100_000;
     }
     assert!(loaders > 1_000, "a backlog the whole run: {loaders} late sends the loader's, {targets} the target's");
-    assert!(targets * 100 <= loaders, "{targets} late sends of a starved loader laid at a 0.1 ms target's door ({loaders} the loader's)");
+    assert!(
+        targets * 100 <= loaders,
+        "{targets} late sends of a starved loader laid at a 0.1 ms target's door ({loaders} the loader's)"
+    );
 }
 
 /// A saturated target (each answer 100 ms in its queue) and a loader that reads each answer

@@ -22,8 +22,8 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 
-use crate::engine::inflight::InFlight;
 use crate::engine::http1::Limits;
+use crate::engine::inflight::InFlight;
 use crate::record::ErrorClass;
 
 /// The client connection preface (RFC 9113 §3.4).
