@@ -101,13 +101,11 @@ pub(super) struct Checkpoint {
     pub hlog: crate::report::hdr::Appender,
     /// The settled seconds of the series.
     series: SeriesLog,
-    /// The log failed and was said (once).
-    hlog_said: bool,
     /// Written so far, the last one's size, and the main loop's time spent on them.
     pub writes: u64,
     pub bytes: u64,
     pub main_ns: u64,
-    /// A write failed and was said (once).
+    /// A write or an append failed and was said (once).
     said: bool,
 }
 
@@ -131,7 +129,6 @@ impl Checkpoint {
             started_at,
             hlog: crate::report::hdr::Appender::new(&dir.join("latency.hlog"), url, zero),
             series: SeriesLog { path: dir.join(SERIES_FILE), file: None, until: 0, bytes: 0 },
-            hlog_said: false,
             writes: 0,
             bytes: 0,
             main_ns: 0,
@@ -169,11 +166,8 @@ impl Checkpoint {
             }
             self.write(&summary);
             let first = &self.records[0].as_ref().expect("a snapshot of every shard").0;
-            let appended = self.hlog.append(plan, record.as_ref().unwrap_or(first), covered);
-            if let Err(e) = appended
-                && !std::mem::replace(&mut self.hlog_said, true)
-            {
-                eprintln!("loader: warning: {e}; the run goes on, but a kill would lose its histograms");
+            if let Err(e) = self.hlog.append(plan, record.as_ref().unwrap_or(first), covered) {
+                self.warn(&e.to_string());
             }
         }
         self.main_ns += began.elapsed().as_nanos() as u64;
