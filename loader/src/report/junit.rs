@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use super::html::escape::esc as xml;
 use crate::summary::Summary;
 
 /// `s` as a JUnit XML document.
@@ -69,24 +70,6 @@ pub fn render(s: &Summary) -> String {
     out
 }
 
-/// Text escaped for XML attribute values and content.
-fn xml(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // XML 1.0 allows no other control characters.
-            c if c.is_control() && !matches!(c, '\n' | '\t' | '\r') => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +117,6 @@ mod tests {
 
     #[test]
     fn xml_escapes_markup_and_control_characters() {
-        assert_eq!(xml("a<b>&\"c'\u{1}"), "a&lt;b&gt;&amp;&quot;c&apos;\u{FFFD}");
+        assert_eq!(xml("a<b>&\"c'\u{1}\r"), "a&lt;b&gt;&amp;&quot;c&#39;\u{FFFD}\r");
     }
 }

@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-/// `text` safe as HTML element content and as a quoted attribute value.
+/// `text` safe as HTML or XML element content and as a quoted attribute value (the JUnit
+/// report's too: `&#39;` and the characters kept are valid in both).
 pub fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -14,8 +15,8 @@ pub fn esc(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // Control characters have no business in the page (and some are invalid HTML).
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{FFFD}'),
+            // Other control characters have no business in the page, and XML 1.0 allows none.
+            c if c.is_control() && !matches!(c, '\n' | '\t' | '\r') => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }

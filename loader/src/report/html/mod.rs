@@ -23,7 +23,7 @@
 //! It neither judges nor measures: the verdict and the knee are the summary's.
 
 mod charts;
-mod escape;
+pub(crate) mod escape;
 mod facts;
 mod sections;
 mod spectrum;
