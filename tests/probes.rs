@@ -665,26 +665,13 @@ mod support {
 
     /// The highest-numbered CPU this process may run on.
     pub fn last_cpu() -> usize {
-        // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: pid 0 is this thread; the size matches the set.
-        let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
-        assert_eq!(rc, 0, "sched_getaffinity: {}", std::io::Error::last_os_error());
-        // SAFETY: CPU_ISSET reads the set.
-        (0..libc::CPU_SETSIZE as usize).rev().find(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).expect("some CPU")
+        let cpus = loader::health::affinity::allowed().unwrap_or_else(|e| panic!("sched_getaffinity: {e}"));
+        *cpus.last().expect("some CPU")
     }
 
-    /// Pin the calling thread (or process, in a child before exec) to `cpu`.
+    /// Pin the calling thread to `cpu`.
     fn pin_to(cpu: usize) -> std::io::Result<()> {
-        // SAFETY: as in `last_cpu`; CPU_SET writes within the set.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-        // SAFETY: pid 0 is the calling thread; the size matches the set.
-        if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) } == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        loader::health::affinity::current_thread(&[cpu])
     }
 
     /// A thread of this process pinned to `cpu`, sleeping 1 ms at a time for `length`.

@@ -61,13 +61,7 @@ pub fn setup(test: &str) -> Option<MutexGuard<'static, ()>> {
 
 /// CPUs this process may run on.
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: pid 0 is this thread; the size matches the set.
-    let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
-    assert_eq!(rc, 0, "sched_getaffinity: {}", std::io::Error::last_os_error());
-    // SAFETY: CPU_ISSET reads the set.
-    (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect()
+    loader::health::affinity::allowed().unwrap_or_else(|e| panic!("sched_getaffinity: {e}"))
 }
 
 /// The tool on `PATH`, or a loud failure naming the Debian package that provides it.
