@@ -136,29 +136,22 @@ impl Probes {
         if let Some(capacity) = socks_capacity_for_tests() {
             loader.map_max_entries(names::LOADER_SOCKS, capacity);
         }
-        if let Ok(layout) = &set_state {
-            loader.override_global(names::SET_STATE_LAYOUT, layout, true);
-        }
-        if let Ok(layout) = &retransmit {
-            loader.override_global(names::RETRANSMIT_LAYOUT, layout, true);
-        }
-        if let Ok(layout) = &receive_reset {
-            loader.override_global(names::RECEIVE_RESET_LAYOUT, layout, true);
-        }
-        if let Ok(layout) = &send_reset {
-            loader.override_global(names::SEND_RESET_LAYOUT, layout, true);
-        }
-        if let Ok(layout) = &kfree_skb {
-            loader.override_global(names::KFREE_SKB_LAYOUT, layout, true);
-        }
-        if let Ok(layout) = &wakeup {
-            loader.override_global(names::WAKEUP_LAYOUT, layout, true);
-        }
-        if let Ok(layout) = &switch {
-            loader.override_global(names::SWITCH_LAYOUT, layout, true);
-        }
-        if let Some(Ok(layout)) = &tcp_probe {
-            loader.override_global(names::TCP_PROBE_LAYOUT, layout, true);
+        // Each tracepoint's field offsets, as this kernel's format file gave them (a program
+        // whose layout could not be read keeps its compiled-in default and is not attached).
+        let layouts = [
+            (names::SET_STATE_LAYOUT, set_state.as_ref().ok().map(aya::GlobalData::from)),
+            (names::RETRANSMIT_LAYOUT, retransmit.as_ref().ok().map(aya::GlobalData::from)),
+            (names::RECEIVE_RESET_LAYOUT, receive_reset.as_ref().ok().map(aya::GlobalData::from)),
+            (names::SEND_RESET_LAYOUT, send_reset.as_ref().ok().map(aya::GlobalData::from)),
+            (names::KFREE_SKB_LAYOUT, kfree_skb.as_ref().ok().map(aya::GlobalData::from)),
+            (names::WAKEUP_LAYOUT, wakeup.as_ref().ok().map(aya::GlobalData::from)),
+            (names::SWITCH_LAYOUT, switch.as_ref().ok().map(aya::GlobalData::from)),
+            (names::TCP_PROBE_LAYOUT, tcp_probe.as_ref().and_then(|l| l.as_ref().ok()).map(aya::GlobalData::from)),
+        ];
+        for (name, layout) in layouts {
+            if let Some(layout) = layout {
+                loader.override_global(name, layout, true);
+            }
         }
         let mut ebpf = loader.load(OBJECT).map_err(Unavailable::Load)?;
         // Without it the programs' records stay in their ring buffer; every probe still runs.
