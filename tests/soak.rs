@@ -6,9 +6,11 @@
 //! NDJSON stream, the checkpoint). After it: the per-second CPU from the summary.
 //!
 //! Flat means: after the first minute (allocations settle, the pool opens), memory within
-//! 8 MiB, descriptors within 4, map entries within the pool's size, the last minute's median
-//! CPU within 1.5× (+2 points) of the second minute's, and the files growing by the same
-//! bytes each minute (no quadratic append). Growth per hour (a least-squares slope) is
+//! 8 MiB, descriptors within 4, map entries within the pool's size, the rewritten checkpoint
+//! within 16 KB, the last minute's median CPU within 2× (+3 points) of the second minute's,
+//! and the appended files growing by no more than twice the second minute's bytes in the
+//! last (margins a noisy CI host's spell cannot cross; a leak per request or per second
+//! crosses them within the hour the bench runs). Growth per hour (a least-squares slope) is
 //! printed for each, as is every sample: the figures the closing notes quote.
 //!
 //! Needs root (the probes; bpftool reads the maps); without root it says why and passes,
@@ -219,15 +221,15 @@ fn a_soak_at_5000_rps_stays_flat() {
         assert!(moved <= CONNECTIONS as f64, "map {name}: entries moved by {moved} after the first minute");
     }
     assert!(
-        last_minute <= second_minute * 1.5 + 2.0,
+        last_minute <= second_minute * 2.0 + 3.0,
         "CPU per second grew: median {second_minute:.1} % in the second minute, {last_minute:.1} % in the last"
     );
     assert!(
-        hlog_early > 0 && hlog_late <= hlog_early * 3 / 2 + 10_240,
+        hlog_early > 0 && hlog_late <= hlog_early * 2 + 10_240,
         "latency.hlog: {hlog_early} B in the 2nd minute, {hlog_late} B in the last"
     );
     assert!(
-        nd_early > 0 && nd_late <= nd_early * 3 / 2 + 10_240,
+        nd_early > 0 && nd_late <= nd_early * 2 + 10_240,
         "NDJSON: {nd_early} B in the 2nd minute, {nd_late} B in the last"
     );
     // The checkpoint is rewritten each second: its size stays put (the series are appended).
@@ -235,7 +237,7 @@ fn a_soak_at_5000_rps_stays_flat() {
     assert!(partial <= 16_384.0, "the rewritten checkpoint's size moved by {partial} B after the first minute");
     let (series_early, series_late) = (bytes_in(&|s| s.series, 60.0, 120.0), bytes_in(&|s| s.series, end - 60.0, end));
     assert!(
-        series_early > 0 && series_late <= series_early * 3 / 2 + 10_240,
+        series_early > 0 && series_late <= series_early * 2 + 10_240,
         "series: {series_early} B, then {series_late} B"
     );
 }
