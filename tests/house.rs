@@ -330,11 +330,6 @@ fn folder_cycles(files: &[(Vec<String>, String)]) -> Vec<String> {
     cycles.into_iter().collect()
 }
 
-/// The folders whose files still import each other in a circle (issue 36: the scenario's
-/// spec, plan, input, file, data, grpc and profile share option fields both ways; one
-/// declaration per option is to untangle them). Every other folder must have none.
-const FOLDERS_WITH_KNOWN_CYCLES: [&str; 1] = ["scenario"];
-
 #[test]
 fn no_file_imports_a_file_of_its_folder_that_imports_it_back() {
     let mut paths = Vec::new();
@@ -343,16 +338,8 @@ fn no_file_imports_a_file_of_its_folder_that_imports_it_back() {
         .iter()
         .map(|p| (module_of(p.strip_prefix(src()).unwrap()), fs::read_to_string(p).expect("a source file")))
         .collect();
-    let cycles: Vec<String> = folder_cycles(&files)
-        .into_iter()
-        .filter(|c| !FOLDERS_WITH_KNOWN_CYCLES.iter().any(|f| c.starts_with(&format!("{f}::"))))
-        .collect();
+    let cycles = folder_cycles(&files);
     assert!(cycles.is_empty(), "files that import each other in a circle:\n{}", cycles.join("\n"));
-    let known = folder_cycles(&files);
-    assert!(
-        FOLDERS_WITH_KNOWN_CYCLES.iter().all(|f| known.iter().any(|c| c.starts_with(&format!("{f}::")))),
-        "a folder listed with known cycles has none left: take it off FOLDERS_WITH_KNOWN_CYCLES"
-    );
 }
 
 #[test]

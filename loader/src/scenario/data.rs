@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::input::{Given, Raw};
-use super::spec::RequestSpec;
+use super::request::RequestSpec;
 use crate::engine::keys::KeyDist;
 use crate::error::InputError;
 

@@ -55,12 +55,12 @@ impl GrpcSpec {
 
     /// Ask the server at `url` for the service's descriptors (gRPC server reflection, v1 or
     /// v1alpha), as grpcurl does when it is given no .proto; `tls` as for the run.
-    pub fn reflect(&mut self, url: &str, tls: &super::spec::TlsSpec, timeout: Duration) -> Result<(), InputError> {
+    pub fn reflect(&mut self, url: &str, tls: &super::target::TlsSpec, timeout: Duration) -> Result<(), InputError> {
         let key = "--grpc";
-        let (addr, authority, _, https) = super::plan::resolve_url(url, "--url")?;
+        let (addr, authority, _, https) = super::target::resolve_url(url, "--url")?;
         let tls = match https {
             Some(name) => {
-                let plan = super::plan::tls_plan(name, tls)?;
+                let plan = super::target::tls_plan(name, tls)?;
                 let client = crate::engine::tls::TlsClient::new(plan.server_name.clone(), &plan.verify)
                     .map_err(|e| InputError::new("--cacert", e.to_string()))?;
                 let mut config = (*client.config).clone();

@@ -18,11 +18,15 @@ mod input;
 mod limits;
 mod plan;
 mod profile;
+mod request;
 mod spec;
+mod target;
 mod values;
 
 pub use data::{DataSpec, MAX_ENCODED_BYTES};
 pub use limits::{CapacitySpec, DEFAULT_MARGIN, SloSpec, VerdictLimits};
-pub use plan::{Phase, PhaseKind, Plan, PlannedRequest, TargetAddr, TlsPlan};
+pub use plan::{Phase, PhaseKind, Plan, PlannedRequest, TargetAddr};
 pub use profile::{MAX_STEPS, Profile, ProfileKind};
-pub use spec::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, RequestSpec, Spec, Target, TlsSpec, parse_duration};
+pub use request::RequestSpec;
+pub use spec::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, Spec, Target, parse_duration};
+pub use target::{TlsPlan, TlsSpec};

@@ -15,6 +15,8 @@ use super::file;
 use super::input::{Given, Origin, Raw, RawRequest};
 use super::limits::{CapacitySpec, SloSpec, VerdictLimits};
 use super::profile::{self, Profile};
+use super::request::RequestSpec;
+use super::target::TlsSpec;
 use super::values::{count, duration, duration_at_most, positive_duration, rate, size};
 use crate::cli::RunArgs;
 use crate::error::InputError;
@@ -26,23 +28,6 @@ pub enum Target {
     Url(String),
     /// The built-in target, started inside this process (the demo).
     BuiltIn,
-}
-
-/// One kind of request to send; a run mixes them by weight.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RequestSpec {
-    /// Name in reports (`GET /` when not given).
-    pub name: String,
-    /// Path and query; `None` = the target URL's.
-    pub path: Option<String>,
-    /// Share of the mix, relative to the other requests' weights (≥ 1).
-    pub weight: u32,
-    /// HTTP method, upper case.
-    pub method: String,
-    /// Extra headers in order.
-    pub headers: Vec<(String, String)>,
-    /// Body, if any.
-    pub body: Option<Vec<u8>>,
 }
 
 /// A validated run request.
@@ -106,15 +91,6 @@ pub struct Spec {
     pub share: crate::schedule::Share,
     /// When the run's zero is on the wall clock (`--start-at`).
     pub start_at: Option<std::time::SystemTime>,
-}
-
-/// TLS flags as given (`--insecure`, `--cacert`); they apply to https URLs only.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TlsSpec {
-    /// Skip certificate verification.
-    pub insecure: bool,
-    /// Trust the roots in this PEM file instead of the Mozilla roots.
-    pub cacert: Option<PathBuf>,
 }
 
 /// Default client timeout (DESIGN.md: explicit, 5 s).
