@@ -59,6 +59,27 @@ fn crate_refs(lines: &[&str]) -> BTreeSet<String> {
     refs
 }
 
+/// Every way a node of `deps` reaches itself, as `a -> b -> a`, each named by `name`.
+fn cycles<K: Ord + Clone>(deps: &BTreeMap<K, BTreeSet<K>>, name: impl Fn(&K) -> String) -> Vec<String> {
+    let mut found = BTreeSet::new();
+    for start in deps.keys() {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![(start.clone(), vec![name(start)])];
+        while let Some((at, path)) = stack.pop() {
+            for next in deps.get(&at).into_iter().flatten() {
+                if next == start {
+                    found.insert(format!("{} -> {}", path.join(" -> "), name(start)));
+                } else if seen.insert(next.clone()) {
+                    let mut longer = path.clone();
+                    longer.push(name(next));
+                    stack.push((next.clone(), longer));
+                }
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
 #[test]
 fn top_level_modules_have_no_import_cycle() {
     let mut files = Vec::new();
@@ -76,23 +97,7 @@ fn top_level_modules_have_no_import_cycle() {
     }
     assert!(deps.len() >= 10, "the scan found too few modules to mean anything: {deps:?}");
     assert!(deps["commands"].contains("measure"), "the scan misses a known import: {deps:?}");
-    // A cycle exists when some module reaches itself.
-    let mut cycles = Vec::new();
-    for start in deps.keys() {
-        let mut seen = BTreeSet::new();
-        let mut stack: Vec<(String, Vec<String>)> = vec![(start.clone(), vec![start.clone()])];
-        while let Some((at, path)) = stack.pop() {
-            for next in deps.get(&at).into_iter().flatten() {
-                if next == start {
-                    cycles.push(format!("{} -> {start}", path.join(" -> ")));
-                } else if seen.insert(next.clone()) {
-                    let mut longer = path.clone();
-                    longer.push(next.clone());
-                    stack.push((next.clone(), longer));
-                }
-            }
-        }
-    }
+    let cycles = cycles(&deps, String::clone);
     assert!(cycles.is_empty(), "module cycles in loader/src:\n{}", cycles.join("\n"));
 }
 
@@ -258,10 +263,8 @@ fn module_refs(lines: &[&str], at: &[String]) -> Vec<Vec<String>> {
     let text = lines.join("\n");
     let mut out = Vec::new();
     for (i, _) in text.match_indices("crate::").chain(text.match_indices("super::")) {
-        if i > 0 && text[..i].ends_with("super::")
-            || text[..i].ends_with('_')
-            || text[..i].chars().last().is_some_and(char::is_alphanumeric)
-        {
+        // Not the tail of a longer path (`super::super::`) or of an identifier.
+        if text[..i].ends_with("super::") || text[..i].chars().last().is_some_and(|c| c.is_alphanumeric() || c == '_') {
             continue;
         }
         let mut base: Vec<String> = Vec::new();
@@ -299,7 +302,7 @@ fn folder_cycles(files: &[(Vec<String>, String)]) -> Vec<String> {
     let modules: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
     let mut deps: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
     for (at, text) in files {
-        for r in module_refs(&code(text).iter().copied().collect::<Vec<_>>(), at) {
+        for r in module_refs(&code(text), at) {
             // The longest prefix that is a module of the crate.
             let Some(to) = (1..=r.len()).rev().map(|n| r[..n].to_vec()).find(|p| modules.contains(p)) else { continue };
             let ancestor = at.starts_with(&to);
@@ -308,26 +311,7 @@ fn folder_cycles(files: &[(Vec<String>, String)]) -> Vec<String> {
             }
         }
     }
-    let name = |m: &Vec<String>| m.join("::");
-    let mut cycles = BTreeSet::new();
-    for start in deps.keys() {
-        let mut seen = BTreeSet::new();
-        let mut stack = vec![(start.clone(), vec![name(start)])];
-        while let Some((at, path)) = stack.pop() {
-            for next in deps.get(&at).into_iter().flatten() {
-                if next == start {
-                    let mut cycle = path.clone();
-                    cycle.sort();
-                    cycles.insert(format!("{} -> {}", path.join(" -> "), name(start)));
-                } else if seen.insert(next.clone()) {
-                    let mut longer = path.clone();
-                    longer.push(name(next));
-                    stack.push((next.clone(), longer));
-                }
-            }
-        }
-    }
-    cycles.into_iter().collect()
+    cycles(&deps, |m| m.join("::"))
 }
 
 #[test]

@@ -221,9 +221,9 @@ impl Checkpoint {
         Some((summary, merged, Duration::from_secs_f64(at_s)))
     }
 
-    /// Bytes appended beside the checkpoint so far: the settled series, the interval log.
-    pub fn appended_bytes(&self) -> (u64, u64) {
-        (self.series.bytes, self.hlog.bytes)
+    /// Bytes of the settled series appended beside the checkpoint so far.
+    pub fn series_bytes(&self) -> u64 {
+        self.series.bytes
     }
 
     fn warn(&mut self, what: &str) {

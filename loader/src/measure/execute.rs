@@ -286,7 +286,7 @@ pub(super) fn execute<'m>(
             main_ms: round3(c.main_ns as f64 / 1e6),
             shard_ms: round3(c.shard_ms()),
             hlog_bytes: c.hlog.bytes,
-            series_bytes: c.appended_bytes().0,
+            series_bytes: c.series_bytes(),
         }),
         hlog: checkpoint.map(|c| c.hlog),
     })

@@ -117,9 +117,8 @@ pub fn measure(
     if let Some(dir) = hlog_dir {
         // A full or read-only disk costs these files, not the run: the summary still comes.
         // The log the checkpoints appended gets the rest; without one, it is written whole.
-        let elapsed = run.elapsed;
         let written = match run.hlog.as_mut().filter(|h| h.started()) {
-            Some(hlog) => hlog.append(plan, &run.record, elapsed),
+            Some(hlog) => hlog.append(plan, &run.record, run.elapsed),
             None => crate::report::hdr::write(&dir.join("latency.hlog"), plan, &run.record, run.started),
         };
         if let (Some(c), Some(h)) = (summary.run.checkpoint.as_mut(), run.hlog.as_ref()) {

@@ -114,8 +114,9 @@ pub struct Appender {
     url: String,
     started: SystemTime,
     file: Option<std::fs::File>,
-    /// Per phase, the latency, service and send-lag samples appended so far.
-    appended: Vec<[Histogram<u64>; 3]>,
+    /// Per phase, its latency, service and send-lag histograms as of the last append that
+    /// moved it (`None`: nothing of it appended yet).
+    appended: Vec<Option<[Histogram<u64>; 3]>>,
     /// The end of the last interval appended (from the run's zero).
     until: Duration,
     /// Bytes written so far.
@@ -146,10 +147,11 @@ impl Appender {
     /// zero) since the last append.
     pub fn append(&mut self, plan: &Plan, record: &ShardRecord, at: Duration) -> Result<(), OutputError> {
         let fail = |e: std::io::Error| OutputError::new(&self.path, e);
-        let mut gained: Vec<(usize, [Histogram<u64>; 3])> = Vec::new();
+        // Per phase that moved: its histograms now, and what they gained since the last append.
+        let mut gained: Vec<(usize, [Histogram<u64>; 3], [Histogram<u64>; 3])> = Vec::new();
         for (i, rec) in record.phases.iter().enumerate() {
             let now = [&rec.latency, &rec.service, &rec.send_lag];
-            let before = self.appended.get(i);
+            let before = self.appended.get(i).and_then(Option::as_ref);
             let moved = match before {
                 Some(b) => b.iter().zip(now).any(|(b, n)| b.len() != n.len()),
                 None => now.iter().any(|n| n.len() > 0),
@@ -157,19 +159,20 @@ impl Appender {
             if !moved {
                 continue;
             }
-            let mut delta = [now[0].clone(), now[1].clone(), now[2].clone()];
+            let now = now.map(Histogram::clone);
+            let mut delta = now.clone();
             if let Some(before) = before {
                 for (d, b) in delta.iter_mut().zip(before) {
                     d.subtract(b).map_err(|e| fail(std::io::Error::other(format!("samples went missing: {e:?}"))))?;
                 }
             }
-            gained.push((i, delta));
+            gained.push((i, now, delta));
         }
         let (start, until) = (self.until, at.max(self.until));
         let intervals: Vec<Interval<'_>> = gained
             .iter()
-            .map(|(i, [l, s, g])| Interval {
-                tag: tag_of(&plan.phases.get(*i).map_or("", |p| p.name.as_str())),
+            .map(|(i, _, [l, s, g])| Interval {
+                tag: tag_of(plan.phases.get(*i).map_or("", |p| p.name.as_str())),
                 start,
                 duration: until - start,
                 histograms: [l, s, g],
@@ -188,14 +191,11 @@ impl Appender {
         file.write_all(&out).map_err(fail)?;
         self.bytes += out.len() as u64;
         self.until = until;
-        for rec in record.phases.iter().skip(self.appended.len()) {
-            let empty = [&rec.latency, &rec.service, &rec.send_lag].map(Histogram::new_from);
-            self.appended.push(empty);
-        }
-        for (i, delta) in gained {
-            for (a, d) in self.appended[i].iter_mut().zip(&delta) {
-                a.add(d).map_err(|e| fail(std::io::Error::other(format!("cannot add histogram: {e:?}"))))?;
+        for (i, now, _) in gained {
+            if self.appended.len() <= i {
+                self.appended.resize_with(i + 1, || None);
             }
+            self.appended[i] = Some(now);
         }
         Ok(())
     }
@@ -237,16 +237,21 @@ mod tests {
     use hdrhistogram::serialization::Deserializer;
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
-    #[test]
-    fn log_round_trips_every_phase() {
+    /// A plan of two steps (10 and 20 req/s) held for `hold`.
+    fn two_steps(hold: &str) -> Plan {
         let args = RunArgs {
             url: Some("http://127.0.0.1:9/".into()),
             steps: Some(vec![10.0, 20.0]),
-            hold: Some("1s".into()),
+            hold: Some(hold.into()),
             ..Default::default()
         };
         let spec = Spec::from_run_args(&args).unwrap();
-        let plan = Plan::resolve(&spec, "http://127.0.0.1:9/").unwrap();
+        Plan::resolve(&spec, "http://127.0.0.1:9/").unwrap()
+    }
+
+    #[test]
+    fn log_round_trips_every_phase() {
+        let plan = two_steps("1s");
         let windows = plan.phases.iter().map(|p| p.window()).collect();
         let mut rec = ShardRecord::new(windows, 2);
         rec.on_response(1, 1_000_000_000, 1_000_000_000, 1_004_000_000, 200);
@@ -283,14 +288,7 @@ mod tests {
     /// tag, the phases' histograms; a second in which a phase gained nothing adds no line.
     #[test]
     fn appended_seconds_add_up_to_the_phases() {
-        let args = RunArgs {
-            url: Some("http://127.0.0.1:9/".into()),
-            steps: Some(vec![10.0, 20.0]),
-            hold: Some("2s".into()),
-            ..Default::default()
-        };
-        let spec = Spec::from_run_args(&args).unwrap();
-        let plan = Plan::resolve(&spec, "http://127.0.0.1:9/").unwrap();
+        let plan = two_steps("2s");
         let windows = plan.phases.iter().map(|p| p.window()).collect();
         let mut rec = ShardRecord::new(windows, 4);
         let dir = std::env::temp_dir().join(format!("loader-hdr-append-{}", std::process::id()));
