@@ -197,7 +197,7 @@ fn a_soak_at_5000_rps_stays_flat() {
     let minute = |from: usize| median(cpu.iter().skip(from).take(60).copied().collect());
     let (second_minute, last_minute) = (minute(60), minute(cpu.len().saturating_sub(60)));
     let bytes_in = |f: &dyn Fn(&Sample) -> u64, from: f64, to: f64| {
-        let at = |t: f64| samples.iter().filter(|s| s.at_s <= t).map(|s| f(s)).max().unwrap_or(0);
+        let at = |t: f64| samples.iter().filter(|s| s.at_s <= t).map(f).max().unwrap_or(0);
         at(to).saturating_sub(at(from))
     };
     let end = samples.last().map_or(0.0, |s| s.at_s);

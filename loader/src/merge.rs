@@ -320,7 +320,7 @@ fn merge_errors(parts: &[&Part]) -> BTreeMap<String, Vec<crate::summary::ErrorMe
         }
     }
     for list in out.values_mut() {
-        list.sort_by(|a, b| b.count.cmp(&a.count));
+        list.sort_by_key(|e| std::cmp::Reverse(e.count));
     }
     out
 }

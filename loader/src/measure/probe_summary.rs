@@ -27,6 +27,7 @@ pub(super) fn probe_summary(probes: Option<&Probes>, reason: Option<String>) -> 
         p99: h.p99.unwrap_or(0.0),
         max: h.max.unwrap_or(0.0),
         count: h.count,
+        buckets: h.buckets.clone(),
     };
     ProbeSummary {
         available: true,

@@ -97,6 +97,10 @@ pub struct RunqueueUs {
     pub max: Option<f64>,
     /// Waits measured.
     pub count: u64,
+    /// The histogram's non-empty buckets as `[low_us, high_us, count]` (the summary keeps
+    /// them; the per-second series does not).
+    #[serde(skip)]
+    pub buckets: Vec<[f64; 3]>,
 }
 
 /// `summary.json` `probes.resets`.
@@ -187,6 +191,16 @@ impl ConnectMs {
 impl RunqueueUs {
     /// From the histogram.
     pub(crate) fn new(histogram: &LatencyHistogram) -> Self {
-        RunqueueUs { p50: histogram.p50_us(), p99: histogram.p99_us(), max: histogram.max_us(), count: histogram.count }
+        RunqueueUs {
+            p50: histogram.p50_us(),
+            p99: histogram.p99_us(),
+            max: histogram.max_us(),
+            count: histogram.count,
+            buckets: histogram
+                .buckets
+                .iter()
+                .map(|&(low, high, n)| [low as f64 / 1e3, high as f64 / 1e3, n as f64])
+                .collect(),
+        }
     }
 }

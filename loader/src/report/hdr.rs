@@ -23,6 +23,9 @@ use crate::error::OutputError;
 use crate::record::ShardRecord;
 use crate::scenario::Plan;
 
+/// A phase's latency, service-time and send-lag histograms.
+type Phase3 = [Histogram<u64>; 3];
+
 /// A phase name as a log tag (tags may not hold spaces or commas).
 pub fn tag_of(name: &str) -> String {
     name.chars().map(|c| if c == ' ' || c == ',' { '_' } else { c }).collect()
@@ -116,7 +119,7 @@ pub struct Appender {
     file: Option<std::fs::File>,
     /// Per phase, its latency, service and send-lag histograms as of the last append that
     /// moved it (`None`: nothing of it appended yet).
-    appended: Vec<Option<[Histogram<u64>; 3]>>,
+    appended: Vec<Option<Phase3>>,
     /// The end of the last interval appended (from the run's zero).
     until: Duration,
     /// Bytes written so far.
@@ -148,13 +151,13 @@ impl Appender {
     pub fn append(&mut self, plan: &Plan, record: &ShardRecord, at: Duration) -> Result<(), OutputError> {
         let fail = |e: std::io::Error| OutputError::new(&self.path, e);
         // Per phase that moved: its histograms now, and what they gained since the last append.
-        let mut gained: Vec<(usize, [Histogram<u64>; 3], [Histogram<u64>; 3])> = Vec::new();
+        let mut gained: Vec<(usize, Phase3, Phase3)> = Vec::new();
         for (i, rec) in record.phases.iter().enumerate() {
             let now = [&rec.latency, &rec.service, &rec.send_lag];
             let before = self.appended.get(i).and_then(Option::as_ref);
             let moved = match before {
                 Some(b) => b.iter().zip(now).any(|(b, n)| b.len() != n.len()),
-                None => now.iter().any(|n| n.len() > 0),
+                None => now.iter().any(|n| !n.is_empty()),
             };
             if !moved {
                 continue;

@@ -256,7 +256,7 @@ fn errors_detail(d: &crate::record::ErrorDetail) -> BTreeMap<String, Vec<ErrorMe
             let mut messages: Vec<_> =
                 list.iter().map(|(m, n)| ErrorMessage { message: m.to_string(), count: *n }).collect();
             // The most frequent first: the first lines account for most of the class.
-            messages.sort_by(|a, b| b.count.cmp(&a.count));
+            messages.sort_by_key(|m| std::cmp::Reverse(m.count));
             (class.as_str().to_string(), messages)
         })
         .collect()

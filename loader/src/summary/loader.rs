@@ -106,6 +106,24 @@ pub struct RunQueueUs {
     /// Waits measured.
     #[serde(default)]
     pub count: u64,
+    /// The waits' non-empty buckets as `[low_us, high_us, count]`, ascending (four to a
+    /// power of two): what the verdict reads to tell how many sends long waits held up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<[f64; 3]>,
+}
+
+impl RunQueueUs {
+    /// Time spent waiting beyond `lag_ms` in all, ms: the sends due at a steady rate during
+    /// waits are late by more than `lag_ms` for `Σ max(0, wait − lag_ms)` of the run (a wait
+    /// counts at its bucket's midpoint, the longest at most `max`). Without buckets (a summary
+    /// from before they were kept) only the longest wait is known.
+    pub fn held_beyond_ms(&self, lag_ms: f64) -> f64 {
+        let beyond = |wait_us: f64| (wait_us / 1000.0 - lag_ms).max(0.0);
+        if self.buckets.is_empty() {
+            return beyond(self.max);
+        }
+        self.buckets.iter().map(|&[low, high, n]| n * beyond(((low + high) / 2.0).min(self.max).max(low))).sum()
+    }
 }
 
 /// What the kernel probes saw (null where a probe is not built yet or did not load).

@@ -25,6 +25,7 @@ mod delay;
 mod evidence;
 pub mod floor;
 mod machine;
+mod runqueue;
 mod stop;
 
 use crate::summary::{Reason, Summary, Verdict};
@@ -52,7 +53,10 @@ pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
     let mut reasons = Vec::new();
     let floor = floor::Floor::of(s);
     machine::judge(s, limits, &mut reasons);
+    let first = reasons.len();
     delay::judge(s, limits, &floor, &mut reasons);
+    runqueue::judge(s, limits, first, &mut reasons);
+    delay::tail(s, limits, &mut reasons);
     stop::emergency_stop(s, &mut reasons);
     let sends_late = delay::sends_show_it(&reasons).map(|r| r.code.clone());
     machine::throttling(s, limits, sends_late.as_deref(), &mut reasons);
