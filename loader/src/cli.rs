@@ -409,6 +409,10 @@ pub struct RunArgs {
     /// docs/calibration.md).
     #[arg(long, help_heading = "Verdict and criteria")]
     pub certificate: Option<PathBuf>,
+    /// Watch a target resource each second, NAME=SOURCE (repeatable): cgroup:PATH, pid:N,
+    /// process:NAME, or prometheus:URL;metric=SERIES[;rate][;limit=N]; see docs/watch.md.
+    #[arg(long = "watch", value_name = "NAME=SOURCE", help_heading = "Target resources")]
+    pub watch: Vec<String>,
 }
 
 /// Flags of `loader target`.

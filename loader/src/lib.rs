@@ -45,6 +45,7 @@ pub mod schedule;
 pub mod summary;
 pub mod target;
 pub mod verdict;
+pub mod watch;
 
 pub use commands::run;
 

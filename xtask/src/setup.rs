@@ -59,6 +59,8 @@ pub fn run(extras: Extras) -> Result<()> {
         // pip installs kubernetes-validate (PyPI) for tests/deploy.rs.
         ("pip3", "python3-pip"),
         ("prometheus", "prometheus"),
+        // Scraped as a remote host's exporter by the watch suite (tests/watch.rs).
+        ("prometheus-node-exporter", "prometheus-node-exporter"),
         // The soak suite reads the probes' map sizes with it (tests/soak.rs).
         ("bpftool", "bpftool"),
         // The HTML report's end-to-end test opens it in headless Chromium.

@@ -59,6 +59,10 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         grpc.reflect(&url, &spec.tls, spec.timeout.clamp(REFLECTION_TIMEOUT_MIN, REFLECTION_TIMEOUT_MAX))?;
     }
     let plan = Plan::resolve(&spec, &url)?;
+    // A watched source that cannot be read fails now, before anything runs.
+    if !plan.watch.is_empty() {
+        crate::watch::Watcher::open(&plan.watch).map_err(|e| crate::error::InputError::new("--watch", e))?;
+    }
     let out_dir = plan.out.clone().unwrap_or_else(default_out_dir);
     // Under sudo, root is dropped after the last probe load; what it created goes to the user.
     let mut privileges = Privileges::from_env(&out_dir)?;

@@ -130,6 +130,14 @@ pub(super) fn execute<'m>(
     }
     let progress = Progress::new(plan);
     let mut cpu = CpuMeter::new(&lives);
+    // The target's resources, on a thread of their own (opened again: `loader run` checked
+    // them before anything ran).
+    let watching = match plan.watch.is_empty() {
+        true => None,
+        false => Some(
+            crate::watch::Watcher::open(&plan.watch).map_err(|e| anyhow::anyhow!("--watch: {e}"))?.start(clock.start()),
+        ),
+    };
     let mut health = Sampler::new(clock.start());
     let mut tick = clock.start();
     let mut cpu_samples = Vec::new();
@@ -265,6 +273,7 @@ pub(super) fn execute<'m>(
         halted_within_ms: Some(last_send_ns.map_or(0.0, |l| l.saturating_sub(raised_ns) as f64 / 1e6)),
     });
     let record = merged.expect("at least one shard");
+    let watch = watching.and_then(crate::watch::Sampling::finish);
     let elapsed = elapsed.min(plan.duration() + plan.timeout);
     let rss_end = proc_status_mib("VmRSS:");
     let health = HealthSummary { peaks: health.peaks(), series: health.series };
@@ -289,6 +298,7 @@ pub(super) fn execute<'m>(
             series_bytes: c.series_bytes(),
         }),
         hlog: checkpoint.map(|c| c.hlog),
+        watch,
     })
 }
 

@@ -105,6 +105,7 @@ pub fn measure(
         stopped_at_s: run.stopped_at_ns.map(|ns| ns as f64 / 1e9),
     });
     summary.failure = run.failure.clone();
+    summary.watch = run.watch.take();
     if summary.interrupted {
         summary.interrupted_by = Some(signals::stopped_by().unwrap_or("loader stop").to_string());
     }
@@ -141,6 +142,7 @@ pub fn conclude(summary: &mut Summary, plan: &Plan) -> anyhow::Result<Analysis> 
     let criteria = Criteria { tail_samples_min: plan.verdict.min_tail_samples, ..Criteria::from(&plan.slo) };
     let analysis = analysis::analyze(summary, &criteria, &KneeRules::default())?;
     analysis::annotate(summary, &analysis);
+    crate::watch::steps::annotate(summary);
     summary.analysis.criteria = Some(criteria.clone());
     summary.analysis.spike = analysis::profiles::spike(&summary.phases, &summary.series, criteria.goodput_min);
     if plan.profile_kind() == crate::scenario::ProfileKind::Soak {
@@ -175,6 +177,8 @@ struct Executed<'m> {
     checkpoint: Option<crate::summary::CheckpointInfo>,
     /// The interval log the checkpoints appended (with an output directory).
     hlog: Option<crate::report::hdr::Appender>,
+    /// What the watched sources showed each second (`--watch`).
+    watch: Option<crate::summary::WatchSummary>,
 }
 
 /// Let the pool use every descriptor the hard limit allows.

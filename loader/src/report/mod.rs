@@ -10,6 +10,7 @@ pub mod html;
 pub mod junit;
 pub mod metrics;
 pub mod text;
+pub mod watch;
 
 use std::path::Path;
 

@@ -272,6 +272,7 @@ pub fn render(s: &Summary) -> String {
         }
         (false, None) => {}
     }
+    out.push_str(&super::watch::render(s));
     out
 }
 

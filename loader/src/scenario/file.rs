@@ -16,7 +16,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::input::{FractionText, Given, Origin, Raw, RawProfile, RawRequest, RawSlo, RawVerdict};
+use super::input::{FractionText, Given, Origin, Raw, RawProfile, RawRequest, RawSlo, RawVerdict, RawWatch};
 use crate::error::InputError;
 
 /// Largest scenario file read (a guard against pointing at the wrong file).
@@ -37,6 +37,18 @@ struct Doc {
     output: S<OutputTable>,
     data: S<DataTable>,
     grpc: S<GrpcTable>,
+    #[serde(default)]
+    watch: Vec<Spanned<WatchTable>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WatchTable {
+    name: S<String>,
+    source: S<String>,
+    metric: S<String>,
+    rate: S<bool>,
+    limit: S<f64>,
 }
 
 #[derive(Deserialize)]
@@ -424,6 +436,19 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
             headers,
             body: r.body.map(|v| src.given(key("body"), v)),
             weight: r.weight.map(|v| src.given(key("weight"), v)),
+        });
+    }
+    for (i, entry) in doc.watch.into_iter().enumerate() {
+        let at = Origin::File { at: src.at(entry.span().start), key: format!("watch[{}]", i + 1) };
+        let w = entry.into_inner();
+        let key = |k: &str| format!("watch[{}].{k}", i + 1);
+        raw.watch.push(RawWatch {
+            at,
+            name: w.name.map(|v| src.given(key("name"), v)),
+            source: w.source.map(|v| src.given(key("source"), v)),
+            metric: w.metric.map(|v| src.given(key("metric"), v)),
+            rate: w.rate.map(|v| src.given(key("rate"), v)),
+            limit: w.limit.map(|v| src.given(key("limit"), v)),
         });
     }
     if let Some(t) = profile {

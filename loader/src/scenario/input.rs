@@ -88,6 +88,18 @@ pub(crate) struct RawRequest {
     pub weight: Opt<i64>,
 }
 
+/// One `[[watch]]` entry, or one `--watch` (whose whole text is in `source`).
+#[derive(Debug, Clone)]
+pub(crate) struct RawWatch {
+    /// Where the entry starts (for errors about the entry as a whole).
+    pub at: Origin,
+    pub name: Opt<String>,
+    pub source: Opt<String>,
+    pub metric: Opt<String>,
+    pub rate: Opt<bool>,
+    pub limit: Opt<f64>,
+}
+
 /// `[profile]` and the profile flags.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RawProfile {
@@ -206,6 +218,8 @@ pub(crate) struct Raw {
     /// `JOB_COMPLETIONS`), `--start-at` (flags and environment only).
     pub shard: Opt<String>,
     pub start_at: Opt<String>,
+    /// `[[watch]]` and `--watch`: the target's resources to sample each second.
+    pub watch: Vec<RawWatch>,
 }
 
 impl Raw {
@@ -262,6 +276,17 @@ impl Raw {
             self.proto_paths = a.proto_paths.iter().map(|p| Given::flag("--proto-path", p.clone())).collect();
         }
         put(&mut self.deadline, "--deadline", a.deadline.clone());
+        for w in &a.watch {
+            let at = Origin::Flag("--watch");
+            self.watch.push(RawWatch {
+                at: at.clone(),
+                name: None,
+                source: Some(Given::flag("--watch", w.clone())),
+                metric: None,
+                rate: None,
+                limit: None,
+            });
+        }
         put(&mut self.method, "--method", a.method.clone());
         self.headers = a.headers.iter().map(|h| Given::flag("--header", h.clone())).collect();
         put(&mut self.body, "--body", a.body.clone());

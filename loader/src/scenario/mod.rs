@@ -22,6 +22,7 @@ mod request;
 mod spec;
 mod target;
 mod values;
+mod watch;
 
 pub use data::{DataSpec, MAX_ENCODED_BYTES};
 pub use limits::{CapacitySpec, DEFAULT_MARGIN, SloSpec, VerdictLimits};
@@ -30,3 +31,4 @@ pub use profile::{MAX_STEPS, Profile, ProfileKind};
 pub use request::RequestSpec;
 pub use spec::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, Spec, Target, parse_duration};
 pub use target::{TlsPlan, TlsSpec};
+pub use watch::{WatchKind, WatchSpec};

@@ -155,6 +155,8 @@ pub struct Plan {
     pub keepalive: bool,
     /// Stop sending when the target collapses (analysis::live decides).
     pub emergency_stop: bool,
+    /// The target's resources to sample each second.
+    pub watch: Vec<super::WatchSpec>,
     /// Phases in time order, back to back from offset zero.
     pub phases: Vec<Phase>,
     /// Keep-alive connections across all shards.
@@ -251,6 +253,7 @@ impl Plan {
             data: spec.data.clone(),
             keepalive: spec.keepalive,
             emergency_stop: spec.emergency_stop,
+            watch: spec.watch.clone(),
             phases,
             connections: spec.connections,
             threads,

@@ -79,6 +79,8 @@ pub struct Spec {
     pub probes: bool,
     /// Stop sending when the target collapses.
     pub emergency_stop: bool,
+    /// The target's resources to sample each second (`[[watch]]`, `--watch`).
+    pub watch: Vec<super::WatchSpec>,
     /// Output directory.
     pub out: Option<PathBuf>,
     /// Line-per-second progress instead of a status line.
@@ -232,6 +234,7 @@ impl Spec {
             capacity: CapacitySpec::from_raw(raw)?,
             probes: raw.probes.as_ref().is_none_or(|g| g.value),
             emergency_stop: true,
+            watch: super::watch::from_raw(raw)?,
             out: raw.out.as_ref().map(|g| g.value.clone()),
             plain: raw.plain.as_ref().is_some_and(|g| g.value),
             tls: TlsSpec::default(),

@@ -95,6 +95,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             let measured = inp.stopped_at_s.map_or(secs, |at| (at - start).clamp(0.0, secs));
             let per_s = |n: u64| if measured > 0.0 { round2(n as f64 / measured) } else { 0.0 };
             PhaseSummary {
+                watch: BTreeMap::new(),
                 name: ph.name.clone(),
                 kind: ph.kind.as_str().to_string(),
                 start_s: start,
@@ -162,6 +163,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
     let cpu_p95 = cpu_p95_by_shard.iter().copied().reduce(f64::max);
     let cpu_max = inp.cpu.iter().flatten().copied().reduce(f64::max).map(round2);
     Summary {
+        watch: None,
         schema: SCHEMA.to_string(),
         interrupted: inp.interrupted,
         interrupted_by: None,

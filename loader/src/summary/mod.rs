@@ -17,6 +17,7 @@
 //! | `criteria.rs` | the break criteria the steps are judged against |
 //! | `loader.rs` | the loader's own health: probes, CPU, memory, `/proc`, certificate |
 //! | `build.rs` | [`build`]: the summary from the plan and the merged record |
+//! | `watch.rs` | the target's watched resources: each second, each step, the knee |
 
 mod analysis;
 mod build;
@@ -24,6 +25,7 @@ mod criteria;
 mod data;
 mod loader;
 mod phase;
+mod watch;
 
 pub use analysis::{AnalysisSummary, CapacitySummary, EmergencyStop, LittleSummary, Point, SoakSummary, SpikeSummary};
 pub use build::{Inputs, build, latency, offered_between, send_lag};
@@ -34,6 +36,7 @@ pub use loader::{
     RunQueueUs, TimeWait, TlsSummary, WakeLateUs,
 };
 pub use phase::{ErrorMessage, LatencyMs, PhaseSummary, SecondLatencyMs, SecondSummary, SendLagMs};
+pub use watch::{WatchSecond, WatchSource, WatchStep, WatchSummary, WatchValues};
 
 use std::collections::BTreeMap;
 
@@ -98,6 +101,9 @@ pub struct Summary {
     pub health: HealthSummary,
     /// Per-second series of the whole run.
     pub series: Vec<SecondSummary>,
+    /// The target's resources (`--watch`, `[[watch]]`); null when nothing was watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchSummary>,
     /// Why requests failed: per error class, its first distinct messages and their counts
     /// (`{"protocol": [{"message": "5000 header fields, more than 64", "count": 600}]}`).
     /// The counts of a class add up to its total over the phases.

@@ -139,6 +139,9 @@ pub struct PhaseSummary {
     pub passed: Option<bool>,
     /// Why it failed.
     pub fail_reasons: Vec<String>,
+    /// Each watched source over the step's settled seconds, by name (`--watch`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub watch: BTreeMap<String, super::WatchStep>,
 }
 
 /// One second of the run.

@@ -85,6 +85,7 @@ pub fn render(s: &Summary, spectra: &[PhaseSpectrum]) -> String {
         ("Offered, sent and ok per second", charts::rates(s)),
         ("Latency over time", charts::latency_over_time(s)),
         ("Steps", sections::steps(s)),
+        ("Target resources", sections::watch(s)),
         ("Latency percentile spectrum: corrected latency vs service time", charts::spectrum(spectra, s)),
         ("Loader health", charts::health(s, cpu_limit) + &facts::health(s)),
         ("Certificate headroom", facts::certificate(s)),
@@ -103,7 +104,10 @@ pub fn render(s: &Summary, spectra: &[PhaseSpectrum]) -> String {
         escape::num(s.run.elapsed_s),
     );
     page.push_str(&sections::verdict(s));
-    for (heading, body) in parts {
+    // The watched resources only when something was watched.
+    for (heading, body) in
+        parts.into_iter().filter(|(heading, body)| *heading != "Target resources" || !body.is_empty())
+    {
         page.push_str(&format!("<section><h2>{}</h2>{body}</section>", escape::esc(heading)));
     }
     page.push_str(&format!("<script>{LAYOUT_CHECK}</script></body></html>\n"));

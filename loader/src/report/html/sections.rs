@@ -193,3 +193,63 @@ fn findings(s: &Summary) -> String {
     }
     format!("<ul class=\"findings\"><li>{}</li></ul>", items.join("</li><li>"))
 }
+
+/// The watched target resources (`--watch`): per step each source's means and maxima, CPU per
+/// ok answer and the ceiling it implies, what reached its ceiling; the knee explained. Empty
+/// when nothing was watched.
+pub fn watch(s: &Summary) -> String {
+    let Some(w) = &s.watch else { return String::new() };
+    let mut out = String::from(r#"<table id="watch" class="steps"><thead><tr><th>step</th><th>ok/s</th>"#);
+    for src in &w.sources {
+        let _ = match src.kind.as_str() {
+            "prometheus" => write!(out, "<th>{} mean/max</th>", esc(&src.name)),
+            _ => write!(
+                out,
+                "<th>{0} cores mean/max</th><th>{0} PSI some</th><th>{0} ms CPU per ok</th><th>{0} ceiling req/s</th>",
+                esc(&src.name)
+            ),
+        };
+    }
+    out.push_str("</tr></thead><tbody>");
+    let pair = |mean: Option<f64>, max: Option<f64>| match (mean, max) {
+        (Some(a), Some(b)) => format!("{}/{}", num(a), num(b)),
+        _ => "-".into(),
+    };
+    for p in s.phases.iter().filter(|p| !p.watch.is_empty()) {
+        let _ = write!(out, "<tr><td>{}</td><td>{}</td>", esc(&p.name), num(p.ok_rps));
+        for src in &w.sources {
+            let st = p.watch.get(&src.name);
+            let hit = st.and_then(|st| st.saturated.as_ref());
+            let class = if hit.is_some() { r#" class="fail""# } else { "" };
+            let title = hit.map_or(String::new(), |h| format!(r#" title="{}""#, esc(h)));
+            let mean = st.map(|st| st.mean).unwrap_or_default();
+            let max = st.map(|st| st.max).unwrap_or_default();
+            let _ = match src.kind.as_str() {
+                "prometheus" => write!(out, "<td{class}{title}>{}</td>", pair(mean.value, max.value)),
+                _ => write!(
+                    out,
+                    "<td{class}{title}>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                    pair(mean.cpu_cores, max.cpu_cores),
+                    opt(mean.cpu_some_pct, " %"),
+                    opt(st.and_then(|st| st.cpu_ms_per_ok), ""),
+                    opt(st.and_then(|st| st.ceiling_rps), "")
+                ),
+            };
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table>");
+    if let Some(knee) = &w.knee {
+        let _ = write!(out, r#"<p class="gist" id="watch-knee">{}</p>"#, esc(knee));
+    }
+    for src in w.sources.iter().filter(|src| src.missing_s > 0) {
+        let _ = write!(
+            out,
+            r#"<p class="alert">{} could not be read for {} s: {}</p>"#,
+            esc(&src.name),
+            src.missing_s,
+            esc(src.last_error.as_deref().unwrap_or("?"))
+        );
+    }
+    out
+}

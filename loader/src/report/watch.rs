@@ -1,0 +1,141 @@
+//! The watched target resources in the terminal: per step, each source's CPU (mean/max
+//! cores), pressure, CPU per ok answer and the ceiling it implies, a gauge against its limit;
+//! the knee explained; and the seconds around the knee one by one (the breakpoint seed's
+//! "persec" view: done/s, p50/p99, each source).
+
+use std::fmt::Write as _;
+
+use crate::summary::{Summary, WatchStep, WatchSummary};
+
+/// The section, or nothing when nothing was watched.
+pub fn render(s: &Summary) -> String {
+    let Some(w) = &s.watch else { return String::new() };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\ntarget resources (watched each second; step figures over its settled seconds){}",
+        w.sampler_cpu_ms_per_s.map_or(String::new(), |ms| format!("; sampling took {ms:.1} ms CPU/s"))
+    );
+    for src in &w.sources {
+        let limit = src.limit.map_or(String::new(), |l| {
+            if src.kind == "prometheus" { format!(", limit {l}") } else { format!(", ceiling {l:.2} cores") }
+        });
+        let missing = if src.missing_s > 0 {
+            format!(", missing {} s ({})", src.missing_s, src.last_error.as_deref().unwrap_or("?"))
+        } else {
+            String::new()
+        };
+        let metric =
+            src.metric.as_ref().map_or(String::new(), |m| format!(" {m}{}", if src.rate { " /s" } else { "" }));
+        let _ = writeln!(out, "  {}: {}{metric}{limit}{missing}", src.name, src.source);
+    }
+    let mut header = vec!["step".to_string(), "offered/s".into(), "ok/s".into()];
+    for src in &w.sources {
+        match src.kind.as_str() {
+            "prometheus" => header.push(format!("{} mean/max", src.name)),
+            "cgroup" => {
+                header.extend([format!("{} cores", src.name), "psi some".into(), "ms/ok".into(), "ceiling/s".into()])
+            }
+            _ => header.extend([format!("{} cores", src.name), "ms/ok".into(), "ceiling/s".into()]),
+        }
+    }
+    let mut rows = vec![header];
+    for p in s.phases.iter().filter(|p| !p.watch.is_empty()) {
+        let mut row = vec![p.name.clone(), format!("{:.0}", p.offered_rps), format!("{:.1}", p.ok_rps)];
+        for src in &w.sources {
+            let st = p.watch.get(&src.name);
+            let mark = st.and_then(|st| st.saturated.as_ref()).map_or("", |_| " *");
+            match src.kind.as_str() {
+                "prometheus" => row.push(format!("{}{mark}", pair(st, |v| v.value, 1))),
+                kind => {
+                    row.push(format!("{}{mark}", pair(st, |v| v.cpu_cores, 2)));
+                    if kind == "cgroup" {
+                        row.push(num(st.and_then(|st| st.mean.cpu_some_pct), 0, " %"));
+                    }
+                    row.push(num(st.and_then(|st| st.cpu_ms_per_ok), 3, ""));
+                    row.push(num(st.and_then(|st| st.ceiling_rps), 0, ""));
+                }
+            }
+        }
+        rows.push(row);
+    }
+    table(&mut out, &rows);
+    let _ = writeln!(out, "  * reached its ceiling in that step");
+    for p in &s.phases {
+        for (name, st) in &p.watch {
+            if let Some(what) = &st.saturated {
+                let _ = writeln!(out, "  {}: {name} — {what}", p.name);
+            }
+        }
+    }
+    if let Some(knee) = &w.knee {
+        let _ = writeln!(out, "{knee}");
+    }
+    seconds_around_the_knee(&mut out, s, w);
+    out
+}
+
+/// The seconds of the knee step and the step after it, one line each.
+fn seconds_around_the_knee(out: &mut String, s: &Summary, w: &WatchSummary) {
+    let Some(k) = s.knee.as_ref().and_then(|k| s.phases.iter().position(|p| p.name == k.step)) else { return };
+    let from = s.phases[k].start_s as u64;
+    let last = &s.phases[(k + 1).min(s.phases.len() - 1)];
+    let to = (last.start_s + last.duration_s) as u64;
+    let mut header = vec!["second".to_string(), "ok/s".into(), "p50".into(), "p99".into()];
+    header.extend(w.sources.iter().map(|src| match src.kind.as_str() {
+        "prometheus" => src.name.clone(),
+        _ => format!("{} cores", src.name),
+    }));
+    let mut rows = vec![header];
+    for sec in s.series.iter().filter(|sec| (from..to).contains(&sec.t)) {
+        let mut row = vec![sec.t.to_string(), sec.ok.to_string()];
+        let lat = sec.latency_ms.as_ref();
+        row.push(lat.map_or("-".into(), |l| format!("{:.2}", l.p50)));
+        row.push(lat.map_or("-".into(), |l| format!("{:.2}", l.p99)));
+        let watched = w.seconds.iter().find(|x| x.t == sec.t);
+        for src in &w.sources {
+            let v = watched.and_then(|x| x.values.get(&src.name).copied().flatten());
+            row.push(match (src.kind.as_str(), v) {
+                (_, None) => "missing".into(),
+                ("prometheus", Some(v)) => num(v.value, 1, ""),
+                (_, Some(v)) => num(v.cpu_cores, 2, ""),
+            });
+        }
+        rows.push(row);
+    }
+    if rows.len() > 1 {
+        let _ = writeln!(out, "\nper second around the knee (ms):");
+        table(out, &rows);
+    }
+}
+
+/// `mean/max` of one field.
+fn pair(st: Option<&WatchStep>, get: fn(&crate::summary::WatchValues) -> Option<f64>, digits: usize) -> String {
+    match st.map(|st| (get(&st.mean), get(&st.max))) {
+        Some((Some(mean), Some(max))) => format!("{mean:.digits$}/{max:.digits$}"),
+        _ => "-".into(),
+    }
+}
+
+fn num(v: Option<f64>, digits: usize, unit: &str) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}{unit}"))
+}
+
+/// Left-aligned first column, the rest right-aligned, two spaces apart, indented.
+fn table(out: &mut String, rows: &[Vec<String>]) {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> =
+        (0..n).map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0)).collect();
+    for row in rows {
+        out.push_str("  ");
+        for (i, cell) in row.iter().enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            if i == 0 {
+                let _ = write!(out, "{cell}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(out, "  {}{cell}", " ".repeat(pad));
+            }
+        }
+        out.push('\n');
+    }
+}

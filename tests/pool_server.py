@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""A target whose ceiling is a worker pool, with its own Prometheus exporter (tests/watch.rs).
+
+Stdlib only (Python 3.11). `pool_server.py WORKERS SERVICE_MS [EXPORTER_LIFETIME_S]`:
+
+- listens on 127.0.0.1 port 0 for the load (HTTP/1.1 keep-alive, one thread per
+  connection); each request takes one of WORKERS slots for SERVICE_MS (a sleep: the pool,
+  not the CPU, is the ceiling: WORKERS / SERVICE_MS requests a second), queueing for a slot
+  when all are busy;
+- serves Prometheus text on a second port at /metrics: `pool_busy_workers` (a gauge:
+  slots taken now, averaged over the last 200 ms of 10 ms samples so one scrape sees the
+  second's level), `pool_max_workers`, `pool_requests_total` (a counter);
+- prints `listening 127.0.0.1:LOAD_PORT 127.0.0.1:METRICS_PORT` on stdout;
+- with EXPORTER_LIFETIME_S, the exporter stops answering after that many seconds (its
+  socket closed: connections refused) while the load port keeps serving — a source that
+  dies mid-run.
+"""
+
+import socket
+import sys
+import threading
+import time
+
+WORKERS = int(sys.argv[1])
+SERVICE_S = float(sys.argv[2]) / 1000.0
+LIFETIME_S = float(sys.argv[3]) if len(sys.argv) > 3 else None
+
+slots = threading.Semaphore(WORKERS)
+lock = threading.Lock()
+busy = 0
+served = 0
+recent = []  # (time, busy) samples of the last 200 ms
+
+
+def sampler():
+    while True:
+        now = time.monotonic()
+        with lock:
+            recent.append((now, busy))
+            while recent and recent[0][0] < now - 0.2:
+                recent.pop(0)
+        time.sleep(0.01)
+
+
+def serve_load(conn):
+    global busy, served
+    buf = b""
+    with conn:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                try:
+                    chunk = conn.recv(65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                buf += chunk
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value.strip())
+            while len(buf) < length:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                buf += chunk
+            buf = buf[length:]
+            with slots:
+                with lock:
+                    busy += 1
+                time.sleep(SERVICE_S)
+                with lock:
+                    busy -= 1
+                    served += 1
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok")
+            except OSError:
+                return
+
+
+def exposition():
+    with lock:
+        level = sum(b for _, b in recent) / len(recent) if recent else busy
+        total = served
+    return (
+        "# HELP pool_busy_workers Worker slots taken (mean of the last 200 ms).\n"
+        "# TYPE pool_busy_workers gauge\n"
+        f"pool_busy_workers{{pool=\"main\"}} {level}\n"
+        "# TYPE pool_max_workers gauge\n"
+        f"pool_max_workers{{pool=\"main\"}} {WORKERS}\n"
+        "# TYPE pool_requests_total counter\n"
+        f"pool_requests_total{{pool=\"main\"}} {total}\n"
+    ).encode()
+
+
+def serve_metrics(listener):
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                conn.settimeout(2)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                body = exposition()
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n"
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+            except OSError:
+                pass
+
+
+def main():
+    load = socket.socket()
+    load.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    load.bind(("127.0.0.1", 0))
+    load.listen(1024)
+    metrics = socket.socket()
+    metrics.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    metrics.bind(("127.0.0.1", 0))
+    metrics.listen(64)
+    print(f"listening 127.0.0.1:{load.getsockname()[1]} 127.0.0.1:{metrics.getsockname()[1]}", flush=True)
+    threading.Thread(target=sampler, daemon=True).start()
+    threading.Thread(target=serve_metrics, args=(metrics,), daemon=True).start()
+    if LIFETIME_S is not None:
+        def die():
+            time.sleep(LIFETIME_S)
+            metrics.shutdown(socket.SHUT_RDWR)
+            metrics.close()
+        threading.Thread(target=die, daemon=True).start()
+    while True:
+        conn, _ = load.accept()
+        threading.Thread(target=serve_load, args=(conn,), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()

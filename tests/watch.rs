@@ -1,0 +1,353 @@
+//! The target's resources watched beside the run (`--watch`), end to end: real targets whose
+//! ceiling is known — the built-in target in a test cgroup with a CPU quota, a Python server
+//! whose ceiling is a pool of four workers (and which exports the pool's gauge), Debian's
+//! node_exporter — stepped past their knee, and the knee must be explained by the resource
+//! that actually limited it, never by one that did not.
+//!
+//! Needs root for the cgroup (skipped with a reason otherwise, never under CI). Traffic stays
+//! on 127.0.0.1; every run and wait is bounded; the suite runs one test at a time.
+
+use loader_tests::common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use common::{Target, assert_flag_error, loader_run, out_dir, phase, root_or_skip, show, target_via};
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `tests/pool_server.py WORKERS SERVICE_MS [EXPORTER_LIFETIME_S]`: (its load address, its
+/// metrics address); killed on drop.
+struct PoolServer {
+    child: Child,
+    load: String,
+    metrics: String,
+}
+
+impl PoolServer {
+    fn start(workers: u32, service_ms: u32, exporter_lifetime_s: Option<u32>) -> PoolServer {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("pool_server.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(script).arg(workers.to_string()).arg(service_ms.to_string());
+        if let Some(s) = exporter_lifetime_s {
+            cmd.arg(s.to_string());
+        }
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("python3 pool_server.py");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("its listening line");
+        let mut words = line.split_whitespace().skip(1);
+        let (load, metrics) = (words.next().expect("load address"), words.next().expect("metrics address"));
+        PoolServer { load: load.to_string(), metrics: metrics.to_string(), child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for PoolServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A cgroup named the same in every hierarchy this host has — cgroup v2 (for the CPU used and
+/// its pressure) and, on a hybrid host, the v1 `cpu` and `cpuacct` hierarchies — with a CPU
+/// quota where the `cpu` controller lives. Removed on drop, its processes moved back first.
+struct QuotaGroup {
+    name: String,
+    dirs: Vec<PathBuf>,
+}
+
+impl QuotaGroup {
+    /// `percent` of one CPU, in 50 ms periods.
+    fn create(tag: &str, percent: u32) -> QuotaGroup {
+        let name = format!("loader-watch-{}-{tag}", std::process::id());
+        let (period, quota) = (50_000u64, 500 * u64::from(percent));
+        let mut dirs = Vec::new();
+        let mut quota_set = false;
+        let v2 = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.join("cgroup.procs").exists() && p.join("cgroup.controllers").exists());
+        for root in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuacct"]
+            .into_iter()
+            .map(PathBuf::from)
+            .filter(|p| p.join("cgroup.procs").exists())
+            .chain(v2.clone())
+        {
+            let dir = root.join(&name);
+            let _ = std::fs::remove_dir(&dir);
+            std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+            if dir.join("cpu.cfs_quota_us").exists() && !quota_set {
+                std::fs::write(dir.join("cpu.cfs_period_us"), period.to_string()).expect("cpu.cfs_period_us");
+                std::fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string()).expect("cpu.cfs_quota_us");
+                quota_set = true;
+            }
+            dirs.push(dir);
+        }
+        if !quota_set && let Some(root) = &v2 {
+            // A v2-only host: the cpu controller enabled for the children, then cpu.max.
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+cpu");
+            let dir = root.join(&name);
+            std::fs::write(dir.join("cpu.max"), format!("{quota} {period}"))
+                .unwrap_or_else(|e| panic!("cpu.max in {}: {e}", dir.display()));
+            quota_set = true;
+        }
+        assert!(quota_set, "no cgroup hierarchy with the cpu controller: {dirs:?}");
+        QuotaGroup { name, dirs }
+    }
+
+    /// `sh -c '…join every hierarchy…; exec "$@"' sh`: a prefix that starts a command inside.
+    fn prefix(&self) -> Vec<String> {
+        let joins: Vec<String> = self.dirs.iter().map(|d| format!("echo $$ > {}/cgroup.procs", d.display())).collect();
+        vec!["sh".into(), "-c".into(), format!("{} && exec \"$@\"", joins.join(" && ")), "sh".into()]
+    }
+
+    /// The v2 directory when there is one (CPU and pressure), else the v1 `cpu` one.
+    fn watched(&self) -> &Path {
+        self.dirs.iter().find(|d| d.join("cgroup.controllers").exists()).unwrap_or(&self.dirs[0])
+    }
+}
+
+impl Drop for QuotaGroup {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            let parent = dir.parent().expect("a parent").join("cgroup.procs");
+            for pid in std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines() {
+                let _ = std::fs::write(&parent, pid);
+            }
+            for _ in 0..50 {
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let _ = &self.name;
+    }
+}
+
+fn run(args: &[&str], name: &str, limit_s: u64) -> Value {
+    let (output, summary) = loader_run(args, &out_dir(name), Duration::from_secs(limit_s));
+    let s = summary.unwrap_or_else(|| panic!("no summary.json\n{}", show(&output)));
+    eprintln!("{}", String::from_utf8_lossy(&output.stdout));
+    s
+}
+
+fn watch(s: &Value) -> &Value {
+    &s["watch"]
+}
+
+/// The built-in target in a cgroup capped at 5 % of a CPU, stepped from 200 to 3,200 req/s:
+/// the knee is where the quota binds, and the knee is explained by that cgroup's CPU — its
+/// cores at the quota, throttled — with the CPU per ok answer and the ceiling it implies.
+#[test]
+fn a_cpu_quota_is_named_at_the_knee() {
+    let _serial = serial();
+    let Some(()) = root_or_skip("a_cpu_quota_is_named_at_the_knee") else { return };
+    let group = QuotaGroup::create("quota", 5);
+    let prefix = group.prefix();
+    let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    let target = target_via(&prefix, "127.0.0.1:0", &[]);
+    let source = format!("app=cgroup:{}", group.watched().display());
+    let s = run(
+        &[
+            "--url",
+            &target.url(),
+            "--profile",
+            "step",
+            "--steps",
+            "200,400,800,1600,3200",
+            "--hold",
+            "3s",
+            "--slo-p99",
+            "20ms",
+            "--connections",
+            "32",
+            "--no-emergency-stop",
+            "--watch",
+            &source,
+        ],
+        "watch-quota",
+        90,
+    );
+    let w = watch(&s);
+    assert_eq!(w["sources"][0]["limit"], 0.05, "the quota is the ceiling: {}", w["sources"]);
+    let knee = s["knee"]["step"].as_str().unwrap_or_else(|| panic!("a knee: {}", s["analysis"]));
+    assert_eq!(w["knee_resource"], "app", "{}", w["knee"]);
+    let sentence = w["knee"].as_str().expect("the knee explained");
+    assert!(sentence.contains("app reached its ceiling") && sentence.contains("CPU"), "{sentence}");
+    let at_knee = &phase(&s, knee)["watch"]["app"];
+    assert!(at_knee["cpu_ms_per_ok"].as_f64().is_some_and(|ms| ms > 0.0), "{at_knee}");
+    assert!(at_knee["ceiling_rps"].as_f64().is_some_and(|c| c > 0.0), "{at_knee}");
+    // The last step ran well past the quota: the cgroup's CPU sat at it, throttled.
+    let last = &phase(&s, "step 5")["watch"]["app"];
+    assert!(last["saturated"].as_str().is_some_and(|x| x.contains("CPU") && x.contains("throttled")), "{last}");
+    assert!(last["mean"]["cpu_cores"].as_f64().is_some_and(|c| (0.045..=0.06).contains(&c)), "{last}");
+    // Every second of the run was read: nothing missing.
+    assert_eq!(w["sources"][0]["missing_s"], 0);
+}
+
+/// A Python server whose ceiling is four workers of 20 ms (200 req/s), stepped to 400 req/s.
+/// Watching its pool gauge (limit 4) and its process CPU, the knee is the pool's; watching the
+/// CPU alone, nothing watched saturated and the report says so instead of blaming the CPU.
+#[test]
+fn a_pool_at_its_limit_is_named_and_an_unwatched_pool_is_not_blamed_on_the_cpu() {
+    let _serial = serial();
+    let server = PoolServer::start(4, 20, None);
+    let url = format!("http://{}/", server.load);
+    let pool =
+        format!("pool=prometheus:http://{}/metrics;metric=pool_busy_workers{{pool=\"main\"}};limit=4", server.metrics);
+    let srv = format!("srv=pid:{}", server.pid());
+    let steps =
+        ["--url", &url, "--profile", "step", "--steps", "50,100,150,250,400", "--hold", "3s", "--slo-p99", "100ms"];
+    let with = |extra: &[&'static str]| -> Vec<String> {
+        steps
+            .iter()
+            .chain(&["--connections", "64", "--no-emergency-stop"])
+            .chain(extra)
+            .map(|a| a.to_string())
+            .collect()
+    };
+
+    let args: Vec<String> = [with(&[]), vec!["--watch".into(), pool.clone(), "--watch".into(), srv.clone()]].concat();
+    let s = run(&args.iter().map(String::as_str).collect::<Vec<_>>(), "watch-pool", 60);
+    let w = watch(&s);
+    assert_eq!(s["knee"]["step"], "step 3", "the pool's 200 req/s sits between steps 3 and 4: {}", s["analysis"]);
+    assert_eq!(w["knee_resource"], "pool", "{}", w["knee"]);
+    assert!(w["knee"].as_str().unwrap().contains("pool_busy_workers"), "{}", w["knee"]);
+    let busy = |step: &str| phase(&s, step)["watch"]["pool"]["mean"]["value"].as_f64().unwrap();
+    assert!((busy("step 1") - 1.0).abs() < 0.5, "50 req/s × 20 ms = 1 worker busy: {}", busy("step 1"));
+    assert!(busy("step 5") > 3.6, "at the limit: {}", busy("step 5"));
+    assert!(phase(&s, "step 3")["watch"]["pool"]["saturated"].is_null(), "three of four busy is not the limit");
+    // The server's CPU was far from a core: never named.
+    for p in s["phases"].as_array().unwrap() {
+        assert!(p["watch"]["srv"]["saturated"].is_null(), "{}", p["watch"]);
+    }
+
+    let args: Vec<String> = [with(&[]), vec!["--watch".into(), srv.clone()]].concat();
+    let s = run(&args.iter().map(String::as_str).collect::<Vec<_>>(), "watch-pool-unwatched", 60);
+    let w = watch(&s);
+    assert_eq!(s["knee"]["step"], "step 3");
+    assert!(w["knee_resource"].is_null(), "{}", w["knee"]);
+    assert!(w["knee"].as_str().unwrap().contains("no watched resource saturated"), "{}", w["knee"]);
+}
+
+/// The pool server's exporter dies 3 s into an 8 s run while the server keeps serving; the
+/// run goes on, those seconds are missing (null, never 0). Debian's node_exporter, scraped as
+/// a remote host would be, answers every second with the host's idle CPU as a rate.
+#[test]
+fn a_source_that_dies_mid_run_is_missing_and_node_exporter_is_read_each_second() {
+    let _serial = serial();
+    let server = PoolServer::start(8, 1, Some(3));
+    let url = format!("http://{}/", server.load);
+    let pool = format!("pool=prometheus:http://{}/metrics;metric=pool_requests_total;rate", server.metrics);
+    let node = NodeExporter::start();
+    let mut args = vec!["--url".to_string(), url, "--rate".into(), "100".into(), "--duration".into(), "8s".into()];
+    args.extend(["--watch".into(), pool]);
+    if let Some(n) = &node {
+        args.extend([
+            "--watch".into(),
+            format!("node=prometheus:http://{}/metrics;metric=node_cpu_seconds_total{{mode=\"idle\"}};rate", n.addr),
+        ]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (output, summary) = loader_run(&args, &out_dir("watch-dies"), Duration::from_secs(40));
+    let s = summary.unwrap_or_else(|| panic!("no summary.json\n{}", show(&output)));
+    assert_eq!(phase(&s, "main")["ok"], 800, "the run went on");
+    let w = watch(&s);
+    let pool = &w["sources"][0];
+    assert!(pool["missing_s"].as_u64().unwrap() >= 3, "{pool}");
+    assert!(pool["last_error"].as_str().unwrap().contains("refused"), "{pool}");
+    let seconds = w["seconds"].as_array().unwrap();
+    let value = |t: usize| seconds[t]["values"]["pool"].clone();
+    // The first second has its rate (100 a second, ±30 at a second's edges); after the
+    // exporter died, null.
+    assert!(value(1)["value"].as_f64().is_some_and(|v| (70.0..=130.0).contains(&v)), "{}", value(1));
+    assert!(value(6).is_null(), "{}", value(6));
+    match node {
+        Some(_) => {
+            let cores = std::thread::available_parallelism().unwrap().get() as f64;
+            let idle: Vec<f64> = seconds.iter().filter_map(|x| x["values"]["node"]["value"].as_f64()).collect();
+            assert!(
+                idle.len() + 1 >= seconds.len(),
+                "node_exporter answered every second: {} of {}",
+                idle.len(),
+                seconds.len()
+            );
+            assert!(idle.iter().all(|&v| (0.0..=cores + 0.5).contains(&v)), "idle cores each second: {idle:?}");
+        }
+        None => {
+            assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI installs prometheus-node-exporter");
+            eprintln!(
+                "node_exporter part skipped: /usr/bin/prometheus-node-exporter is not installed (cargo xtask setup installs it)"
+            );
+        }
+    }
+}
+
+/// A source that cannot be read fails the run before it starts, in one line naming it.
+#[test]
+fn a_source_that_cannot_be_read_fails_before_the_run() {
+    let _serial = serial();
+    let target = Target::start(&[]);
+    let url = target.url();
+    let out = out_dir("watch-unreadable");
+    for source in [
+        "app=cgroup:loader-watch-no-such-group",
+        "p=prometheus:http://127.0.0.1:1/metrics;metric=x",
+        "n=pid:999999999",
+        "q=disk:/dev/sda",
+    ] {
+        assert_flag_error(&["--url", &url, "--rate", "10", "--duration", "1s", "--watch", source], "--watch", &out);
+    }
+}
+
+/// `prometheus-node-exporter` on a free loopback port, killed on drop; `None` when it is not
+/// installed.
+struct NodeExporter {
+    child: Child,
+    addr: String,
+}
+
+impl NodeExporter {
+    fn start() -> Option<NodeExporter> {
+        let bin = "/usr/bin/prometheus-node-exporter";
+        if !Path::new(bin).exists() {
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(bin)
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting node_exporter");
+        let n = NodeExporter { child, addr };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(&n.addr).is_ok() {
+                return Some(n);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("node_exporter did not listen on {} within 5 s", n.addr);
+    }
+}
+
+impl Drop for NodeExporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
