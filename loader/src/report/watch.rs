@@ -60,7 +60,9 @@ pub fn render(s: &Summary) -> String {
         rows.push(row);
     }
     table(&mut out, &rows);
-    let _ = writeln!(out, "  * reached its ceiling in that step");
+    if s.phases.iter().any(|p| p.watch.values().any(|st| st.saturated.is_some())) {
+        let _ = writeln!(out, "  * reached its ceiling in that step");
+    }
     for p in &s.phases {
         for (name, st) in &p.watch {
             if let Some(what) = &st.saturated {

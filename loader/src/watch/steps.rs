@@ -119,6 +119,10 @@ fn saturation(src: &WatchSource, step: &WatchStep) -> Option<String> {
 /// The knee explained, and the source that explains it. `None` without a knee or sources.
 fn explain_knee(s: &Summary, w: &WatchSummary) -> (Option<String>, Option<String>) {
     let Some(knee) = &s.knee else { return (None, None) };
+    // A knee is a place among steps: a run of one measured phase has none to explain.
+    if s.phases.iter().filter(|p| p.kind != "warmup").count() < 2 {
+        return (None, None);
+    }
     let Some(k) = s.phases.iter().position(|p| p.name == knee.step) else { return (None, None) };
     if w.sources.is_empty() {
         return (None, None);
