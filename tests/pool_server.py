@@ -13,8 +13,13 @@ Stdlib only (Python 3.11). `pool_server.py WORKERS SERVICE_MS [EXPORTER_LIFETIME
 - prints `listening 127.0.0.1:LOAD_PORT 127.0.0.1:METRICS_PORT` on stdout;
 - with EXPORTER_LIFETIME_S, the exporter stops answering after that many seconds (its
   socket closed: connections refused) while the load port keeps serving — a source that
-  dies mid-run.
+  dies mid-run;
+- with the environment variable POOL_COLD_S, a cold start: the service time begins 20 times
+  SERVICE_MS at the first request and falls linearly to SERVICE_MS over that many seconds
+  (a JIT or a cache warming up).
 """
+
+import os
 
 import socket
 import sys
@@ -24,6 +29,8 @@ import time
 WORKERS = int(sys.argv[1])
 SERVICE_S = float(sys.argv[2]) / 1000.0
 LIFETIME_S = float(sys.argv[3]) if len(sys.argv) > 3 else None
+COLD_S = float(os.environ.get("POOL_COLD_S", "0"))
+first_request = None
 
 slots = threading.Semaphore(WORKERS)
 lock = threading.Lock()
@@ -40,6 +47,17 @@ def sampler():
             while recent and recent[0][0] < now - 0.2:
                 recent.pop(0)
         time.sleep(0.01)
+
+
+def service_s():
+    global first_request
+    now = time.monotonic()
+    if first_request is None:
+        first_request = now
+    if COLD_S <= 0:
+        return SERVICE_S
+    cold = max(0.0, 1.0 - (now - first_request) / COLD_S)
+    return SERVICE_S * (1.0 + 19.0 * cold)
 
 
 def serve_load(conn):
@@ -70,7 +88,7 @@ def serve_load(conn):
             with slots:
                 with lock:
                     busy += 1
-                time.sleep(SERVICE_S)
+                time.sleep(service_s())
                 with lock:
                     busy -= 1
                     served += 1

@@ -34,8 +34,14 @@ struct PoolServer {
 
 impl PoolServer {
     fn start(workers: u32, service_ms: u32, exporter_lifetime_s: Option<u32>) -> PoolServer {
+        Self::start_cold(workers, service_ms, exporter_lifetime_s, 0)
+    }
+
+    /// With a cold start: the service time 20× at first, down to `service_ms` over `cold_s`.
+    fn start_cold(workers: u32, service_ms: u32, exporter_lifetime_s: Option<u32>, cold_s: u32) -> PoolServer {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("pool_server.py");
         let mut cmd = Command::new("python3");
+        cmd.env("POOL_COLD_S", cold_s.to_string());
         cmd.arg(script).arg(workers.to_string()).arg(service_ms.to_string());
         if let Some(s) = exporter_lifetime_s {
             cmd.arg(s.to_string());
@@ -294,6 +300,29 @@ fn a_source_that_dies_mid_run_is_missing_and_node_exporter_is_read_each_second()
             );
         }
     }
+}
+
+/// A target that needs 8 s to warm up (its service time falls from 40 ms to 2 ms), given a
+/// 4 s warm-up: the warm-up is noted as unsettled — its p99 still falling — with about how
+/// long would have been enough; the built-in target, warm from the start, is not.
+#[test]
+fn a_cold_target_leaves_the_warm_up_unsettled_and_a_warm_one_does_not() {
+    let _serial = serial();
+    let server = PoolServer::start_cold(64, 2, None, 8);
+    let url = format!("http://{}/", server.load);
+    let args = ["--url", &url, "--rate", "100", "--warmup", "4s", "--duration", "8s", "--connections", "32"];
+    let s = run(&args, "watch-cold", 40);
+    let w = &s["analysis"]["warmup"];
+    assert_eq!(w["settled"], false, "{w}");
+    assert!(w["unsettled"][0].as_str().unwrap().starts_with("latency p99 still falling"), "{w}");
+    // It settled about 8 s in; the estimate runs a window behind (2 s here), never short.
+    assert!(w["enough_s"].as_u64().is_some_and(|e| (8..=11).contains(&e)), "{w}");
+    drop(server);
+    let target = Target::start(&[]);
+    let url = target.url();
+    let args = ["--url", &url, "--rate", "1000", "--warmup", "4s", "--duration", "4s"];
+    let s = run(&args, "watch-warm", 40);
+    assert_eq!(s["analysis"]["warmup"]["settled"], true, "{}", s["analysis"]["warmup"]);
 }
 
 /// A source that cannot be read fails the run before it starts, in one line naming it.

@@ -16,6 +16,7 @@
 //! | `capacity.rs` | repeats (min of knees, spread) and the capacity plan |
 //! | `little.rs` | Little's law cross-check per step |
 //! | `render.rs` | the terminal step table |
+//! | `warmup.rs` | whether the warm-up had settled by its end, and how long would have been enough |
 //!
 //! Does not: measure anything (record), decide whether the loader is trusted (the verdict;
 //! its answer comes in through `summary.verdict.trusted`), stop the engine (the run loop
@@ -28,6 +29,7 @@ pub mod live;
 pub mod profiles;
 pub mod render;
 pub mod step;
+pub mod warmup;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -131,6 +133,7 @@ pub fn annotate(summary: &mut Summary, analysis: &Analysis) {
     let stop = summary.analysis.emergency_stop.take();
     summary.analysis = analysis.summarize();
     summary.analysis.emergency_stop = stop;
+    summary.analysis.warmup = warmup::check(summary);
 }
 
 impl Analysis {
@@ -138,6 +141,7 @@ impl Analysis {
     pub fn summarize(&self) -> AnalysisSummary {
         let point = |k: &Option<Knee>| k.as_ref().map(|k| Point { rps: k.rps, step: k.step.clone() });
         AnalysisSummary {
+            warmup: None,
             criteria: None,
             knee_detail: self.knees.slo.as_ref().map(|k| k.detail.clone()),
             throughput_knee: point(&self.knees.throughput),

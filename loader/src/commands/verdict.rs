@@ -35,6 +35,7 @@ pub(super) fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
     let criteria = summary.analysis.criteria.clone().unwrap_or_default();
     let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
     analysis::annotate(&mut summary, &analysis);
+    crate::watch::steps::annotate(&mut summary);
     summary.analysis.criteria = Some(criteria.clone());
     print!("{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
     if !args.dry_run {

@@ -272,6 +272,9 @@ pub fn render(s: &Summary) -> String {
         }
         (false, None) => {}
     }
+    if let Some(w) = s.analysis.warmup.as_ref().filter(|w| !w.settled) {
+        let _ = writeln!(out, "{}", w.detail);
+    }
     out.push_str(&super::watch::render(s));
     out
 }

@@ -33,6 +33,23 @@ pub struct AnalysisSummary {
     /// Soak profile: the loader's own drift from start to end.
     #[serde(default)]
     pub soak: Option<SoakSummary>,
+    /// Whether the warm-up had settled by its end (null without a warm-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<WarmupSummary>,
+}
+
+/// The warm-up's last seconds against the seconds before them: still warming, or warm.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WarmupSummary {
+    /// Every signal had settled by the warm-up's end.
+    pub settled: bool,
+    /// What had not: `connections still opening`, `p99 still falling (12.1 → 4.2 ms)`, ….
+    pub unsettled: Vec<String>,
+    /// About how long a warm-up would have been enough, s: when the last of those settled
+    /// in the run's later seconds (null when settled, or when it never did within the run).
+    pub enough_s: Option<u64>,
+    /// The sentence the report prints.
+    pub detail: String,
 }
 
 /// Repeats and the capacity plan.

@@ -27,7 +27,9 @@ mod loader;
 mod phase;
 mod watch;
 
-pub use analysis::{AnalysisSummary, CapacitySummary, EmergencyStop, LittleSummary, Point, SoakSummary, SpikeSummary};
+pub use analysis::{
+    AnalysisSummary, CapacitySummary, EmergencyStop, LittleSummary, Point, SoakSummary, SpikeSummary, WarmupSummary,
+};
 pub use build::{Inputs, build, latency, offered_between, send_lag};
 pub use criteria::Criteria;
 pub use data::DataSummary;
