@@ -16,7 +16,8 @@ Stdlib only (Python 3.11). `pool_server.py WORKERS SERVICE_MS [EXPORTER_LIFETIME
   dies mid-run;
 - with the environment variable POOL_COLD_S, a cold start: the service time begins 20 times
   SERVICE_MS at the first request and falls linearly to SERVICE_MS over that many seconds
-  (a JIT or a cache warming up).
+  (a JIT or a cache warming up);
+- with POOL_LEAK_KB, every request keeps that many KiB forever (a leak).
 """
 
 import os
@@ -30,6 +31,8 @@ WORKERS = int(sys.argv[1])
 SERVICE_S = float(sys.argv[2]) / 1000.0
 LIFETIME_S = float(sys.argv[3]) if len(sys.argv) > 3 else None
 COLD_S = float(os.environ.get("POOL_COLD_S", "0"))
+LEAK = int(os.environ.get("POOL_LEAK_KB", "0")) * 1024
+leaked = []
 first_request = None
 
 slots = threading.Semaphore(WORKERS)
@@ -89,6 +92,8 @@ def serve_load(conn):
                 with lock:
                     busy += 1
                 time.sleep(service_s())
+                if LEAK:
+                    leaked.append(b"x" * LEAK)
                 with lock:
                     busy -= 1
                     served += 1

@@ -39,9 +39,15 @@ impl PoolServer {
 
     /// With a cold start: the service time 20× at first, down to `service_ms` over `cold_s`.
     fn start_cold(workers: u32, service_ms: u32, exporter_lifetime_s: Option<u32>, cold_s: u32) -> PoolServer {
+        Self::start_with(workers, service_ms, exporter_lifetime_s, &[("POOL_COLD_S", cold_s)])
+    }
+
+    fn start_with(workers: u32, service_ms: u32, exporter_lifetime_s: Option<u32>, env: &[(&str, u32)]) -> PoolServer {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("pool_server.py");
         let mut cmd = Command::new("python3");
-        cmd.env("POOL_COLD_S", cold_s.to_string());
+        for (k, v) in env {
+            cmd.env(k, v.to_string());
+        }
         cmd.arg(script).arg(workers.to_string()).arg(service_ms.to_string());
         if let Some(s) = exporter_lifetime_s {
             cmd.arg(s.to_string());
@@ -323,6 +329,42 @@ fn a_cold_target_leaves_the_warm_up_unsettled_and_a_warm_one_does_not() {
     let args = ["--url", &url, "--rate", "1000", "--warmup", "4s", "--duration", "4s"];
     let s = run(&args, "watch-warm", 40);
     assert_eq!(s["analysis"]["warmup"]["settled"], true, "{}", s["analysis"]["warmup"]);
+}
+
+/// A constant 40 s run against a server that keeps 8 KiB of every request (about 1.6 MiB a
+/// second at 200 req/s), watched beside an idle built-in target: the trends name the leak —
+/// its memory rising monotonically, with its slope per hour — and neither the idle target's
+/// flat memory nor the steady p99.
+#[test]
+fn a_leaking_target_is_named_in_the_trends_and_a_flat_one_is_not() {
+    let _serial = serial();
+    let server = PoolServer::start_with(16, 1, None, &[("POOL_LEAK_KB", 8)]);
+    let idle = Target::start(&[]);
+    let idle_pid = idle.pid();
+    let url = format!("http://{}/", server.load);
+    let leak = format!("leak=pid:{}", server.pid());
+    let flat = format!("flat=pid:{idle_pid}");
+    let args = [
+        "--url",
+        &url,
+        "--rate",
+        "200",
+        "--duration",
+        "40s",
+        "--connections",
+        "16",
+        "--watch",
+        &leak,
+        "--watch",
+        &flat,
+    ];
+    let s = run(&args, "watch-leak", 90);
+    let t = &s["analysis"]["trends"];
+    let notes: Vec<&str> = t["notes"].as_array().expect("notes").iter().filter_map(Value::as_str).collect();
+    assert!(notes.iter().any(|n| n.starts_with("leak's memory rises monotonically")), "{t}");
+    assert!(t["watched"]["leak"]["memory_mib_per_h"].as_f64().is_some_and(|x| x > 1000.0), "{t}");
+    assert_eq!(t["watched"]["flat"]["memory_rises_monotonically"], false, "{t}");
+    assert!(!notes.iter().any(|n| n.starts_with("flat") || n.starts_with("p99 keeps rising")), "{t}");
 }
 
 /// A source that cannot be read fails the run before it starts, in one line naming it.

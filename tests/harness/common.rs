@@ -104,6 +104,11 @@ impl Target {
         target_via(&[], "127.0.0.1:0", flags)
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `http://ADDR/`.
     pub fn url(&self) -> String {
         format!("http://{}/", self.addr)

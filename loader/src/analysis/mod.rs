@@ -16,6 +16,7 @@
 //! | `capacity.rs` | repeats (min of knees, spread) and the capacity plan |
 //! | `little.rs` | Little's law cross-check per step |
 //! | `render.rs` | the terminal step table |
+//! | `trends.rs` | constant and soak runs: the p99, errors and watched memory over the run |
 //! | `warmup.rs` | whether the warm-up had settled by its end, and how long would have been enough |
 //!
 //! Does not: measure anything (record), decide whether the loader is trusted (the verdict;
@@ -29,6 +30,7 @@ pub mod live;
 pub mod profiles;
 pub mod render;
 pub mod step;
+pub mod trends;
 pub mod warmup;
 
 #[cfg(test)]
@@ -134,6 +136,7 @@ pub fn annotate(summary: &mut Summary, analysis: &Analysis) {
     summary.analysis = analysis.summarize();
     summary.analysis.emergency_stop = stop;
     summary.analysis.warmup = warmup::check(summary);
+    summary.analysis.trends = trends::trends(summary);
 }
 
 impl Analysis {
@@ -142,6 +145,7 @@ impl Analysis {
         let point = |k: &Option<Knee>| k.as_ref().map(|k| Point { rps: k.rps, step: k.step.clone() });
         AnalysisSummary {
             warmup: None,
+            trends: None,
             criteria: None,
             knee_detail: self.knees.slo.as_ref().map(|k| k.detail.clone()),
             throughput_knee: point(&self.knees.throughput),

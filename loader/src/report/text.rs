@@ -275,6 +275,9 @@ pub fn render(s: &Summary) -> String {
     if let Some(w) = s.analysis.warmup.as_ref().filter(|w| !w.settled) {
         let _ = writeln!(out, "{}", w.detail);
     }
+    for note in s.analysis.trends.iter().flat_map(|t| &t.notes) {
+        let _ = writeln!(out, "trend: {note}");
+    }
     out.push_str(&super::watch::render(s));
     out
 }

@@ -36,6 +36,9 @@ pub struct AnalysisSummary {
     /// Whether the warm-up had settled by its end (null without a warm-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<WarmupSummary>,
+    /// Constant and soak runs: the p99, errors and watched memory over the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trends: Option<TrendSummary>,
 }
 
 /// The warm-up's last seconds against the seconds before them: still warming, or warm.
@@ -150,4 +153,36 @@ pub struct SoakSummary {
     pub fds_end: Option<u64>,
     /// Connections opened over the run (a keep-alive pool should open each once).
     pub connections_opened: u64,
+}
+
+/// Trends over a constant or soak run (`analysis.trends`): per bucket of the measured seconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TrendSummary {
+    /// Bucket length, s: 60, or 10 for a run shorter than five minutes.
+    pub bucket_s: u64,
+    /// Each bucket's p99, ms: the median of its seconds' p99s (null: no answer in it).
+    pub p99_ms: Vec<Option<f64>>,
+    /// Least-squares slope of those, ms per minute.
+    pub p99_slope_ms_per_min: Option<f64>,
+    /// Each bucket's failed share of answers, %.
+    pub error_pct: Vec<f64>,
+    /// Its slope, percentage points per minute.
+    pub error_slope_pct_per_min: Option<f64>,
+    /// Each watched source's memory and descriptors, by name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub watched: std::collections::BTreeMap<String, WatchTrend>,
+    /// What the trends say: `p99 keeps rising …`, `errors creep up …`, `app's memory rises
+    /// monotonically …` (empty: steady).
+    pub notes: Vec<String>,
+}
+
+/// One watched source's drift over the run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WatchTrend {
+    /// Memory slope, MiB per hour.
+    pub memory_mib_per_h: Option<f64>,
+    /// The memory rose between almost every pair of buckets, by 5 % or more in all.
+    pub memory_rises_monotonically: bool,
+    /// Open descriptors' slope per hour (process trees).
+    pub fds_per_h: Option<f64>,
 }

@@ -28,7 +28,8 @@ mod phase;
 mod watch;
 
 pub use analysis::{
-    AnalysisSummary, CapacitySummary, EmergencyStop, LittleSummary, Point, SoakSummary, SpikeSummary, WarmupSummary,
+    AnalysisSummary, CapacitySummary, EmergencyStop, LittleSummary, Point, SoakSummary, SpikeSummary, TrendSummary,
+    WarmupSummary, WatchTrend,
 };
 pub use build::{Inputs, build, latency, offered_between, send_lag};
 pub use criteria::Criteria;
