@@ -16,6 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::{Target, assert_flag_error, loader_run, out_dir, phase, root_or_skip, show, target_via};
+use loader_tests::matrix::{NetPair, TARGET_IP};
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -365,6 +366,78 @@ fn a_leaking_target_is_named_in_the_trends_and_a_flat_one_is_not() {
     assert!(t["watched"]["leak"]["memory_mib_per_h"].as_f64().is_some_and(|x| x > 1000.0), "{t}");
     assert_eq!(t["watched"]["flat"]["memory_rises_monotonically"], false, "{t}");
     assert!(!notes.iter().any(|n| n.starts_with("flat") || n.starts_with("p99 keeps rising")), "{t}");
+}
+
+/// The loader in a network namespace whose veth leaves through a 400 kbit/s `tc tbf`, at
+/// 1,000 req/s to the built-in target in the other namespace: its own NIC queue drops and
+/// holds back its packets, and the verdict says so on the loader's side (UNTRUSTED). The same
+/// pair without the shaper: the NIC is seen (veth0, noqueue) and nothing is said of it.
+#[test]
+fn a_shaped_load_machine_nic_is_the_loaders_side_and_a_free_one_is_not() {
+    let _serial = serial();
+    let Some(()) = root_or_skip("a_shaped_load_machine_nic_is_the_loaders_side_and_a_free_one_is_not") else { return };
+    let pair = NetPair::create("watch-nic");
+    let target_prefix = pair.target.exec();
+    let target = target_via(&target_prefix, &format!("{TARGET_IP}:0"), &[]);
+    let url = target.url();
+    let run_in = |name: &str| -> Value {
+        let mut args: Vec<&str> = pair.loader.exec().to_vec();
+        args.extend([common::loader_bin(), "run", "--url", &url, "--rate", "1000", "--duration", "4s", "--plain"]);
+        let out = out_dir(name);
+        let args: Vec<String> =
+            args.iter().map(|a| a.to_string()).chain(["--out".into(), out.display().to_string()]).collect();
+        let child = Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("loader run");
+        let output = common::wait_bounded(child, Duration::from_secs(60));
+        let text =
+            std::fs::read_to_string(out.join("summary.json")).unwrap_or_else(|e| panic!("{e}\n{}", show(&output)));
+        serde_json::from_str(&text).expect("summary.json")
+    };
+    let shaped = std::process::Command::new("tc")
+        .args([
+            "-n",
+            &pair.loader.name,
+            "qdisc",
+            "add",
+            "dev",
+            "veth0",
+            "root",
+            "tbf",
+            "rate",
+            "400kbit",
+            "burst",
+            "1600",
+            "latency",
+            "100ms",
+        ])
+        .status()
+        .expect("tc");
+    assert!(shaped.success(), "tc tbf (sch_tbf) on the loader's veth");
+    let s = run_in("watch-nic-shaped");
+    let nic = &s["health"]["nic"];
+    assert_eq!((nic["device"].as_str(), nic["qdisc"].as_str()), (Some("veth0"), Some("tbf")), "{nic}");
+    assert_eq!(s["verdict"]["trusted"], false, "{}", s["verdict"]);
+    let r = s["verdict"]["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["code"] == "nic_saturated")
+        .unwrap_or_else(|| panic!("{}", s["verdict"]));
+    assert_eq!((r["side"].as_str(), r["invalidates"].as_bool()), (Some("loader"), Some(true)), "{r}");
+    let freed = std::process::Command::new("tc")
+        .args(["-n", &pair.loader.name, "qdisc", "del", "dev", "veth0", "root"])
+        .status()
+        .expect("tc");
+    assert!(freed.success());
+    let s = run_in("watch-nic-free");
+    assert_eq!(s["health"]["nic"]["qdisc_drops"], 0, "{}", s["health"]["nic"]);
+    let codes: Vec<&str> =
+        s["verdict"]["reasons"].as_array().unwrap().iter().filter_map(|r| r["code"].as_str()).collect();
+    assert!(!codes.contains(&"nic_saturated"), "{}", s["verdict"]);
 }
 
 /// A source that cannot be read fails the run before it starts, in one line naming it.

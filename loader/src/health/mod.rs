@@ -14,6 +14,7 @@
 pub mod affinity;
 pub mod idle;
 pub mod machine;
+pub mod nic;
 mod parse;
 pub mod preflight;
 

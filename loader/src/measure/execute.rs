@@ -139,6 +139,7 @@ pub(super) fn execute<'m>(
         ),
     };
     let mut health = Sampler::new(clock.start());
+    let mut nic = crate::health::nic::Nic::towards(plan.target.addr.ip());
     let mut tick = clock.start();
     let mut cpu_samples = Vec::new();
     let mut rss_start = None;
@@ -161,6 +162,9 @@ pub(super) fn execute<'m>(
             let at = tick.saturating_duration_since(clock.start());
             let pct = cpu.sample();
             health.sample();
+            if let Some(n) = nic.as_mut() {
+                n.sample();
+            }
             if let Some(p) = probes.as_deref_mut() {
                 p.sample(lives.iter().map(|l| l.open_connections.load(Ordering::Relaxed)).sum());
             }
@@ -204,7 +208,7 @@ pub(super) fn execute<'m>(
                     at,
                     cpu: &cpu_samples,
                     rss_mib: (rss_start, proc_status_mib("VmRSS:"), proc_status_mib("VmHWM:")),
-                    health: HealthSummary { peaks: health.peaks(), series: health.series.clone() },
+                    health: HealthSummary { peaks: health.peaks(), series: health.series.clone(), nic: None },
                     zero: started,
                 };
                 c.second(plan, known);
@@ -276,7 +280,8 @@ pub(super) fn execute<'m>(
     let watch = watching.and_then(crate::watch::Sampling::finish);
     let elapsed = elapsed.min(plan.duration() + plan.timeout);
     let rss_end = proc_status_mib("VmRSS:");
-    let health = HealthSummary { peaks: health.peaks(), series: health.series };
+    let health =
+        HealthSummary { peaks: health.peaks(), series: health.series, nic: nic.map(crate::health::nic::Nic::finish) };
     Ok(Executed {
         record,
         elapsed,

@@ -230,6 +230,24 @@ pub fn render(s: &Summary) -> String {
     if !health.is_empty() {
         let _ = writeln!(out, "load machine peaks: {}", health.join(", "));
     }
+    if let Some(n) = &s.health.nic {
+        let share = n
+            .tx_utilization_max
+            .zip(n.speed_mbps)
+            .map_or(String::new(), |(u, mbps)| format!(" ({:.1} % of {mbps:.0} Mb/s)", u * 100.0));
+        let queue = match (n.qdisc.as_deref(), n.qdisc_drops, n.qdisc_overlimits) {
+            (Some(q), Some(d), Some(o)) => format!(", egress queue {q}: {d} dropped, {o} held back"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "load machine NIC {}: busiest second sent {:.2} MB ({:.0} packets){share}, received {:.2} MB{queue}",
+            n.device,
+            n.tx_bytes_max_per_s / 1e6,
+            n.tx_packets_max_per_s,
+            n.rx_bytes_max_per_s / 1e6
+        );
+    }
     match (&s.probes.available, &s.probes.unavailable_reason) {
         (true, _) => {
             let p = &s.probes;

@@ -244,4 +244,7 @@ pub struct HealthSummary {
     pub peaks: HealthPeaks,
     /// One sample per second.
     pub series: Vec<HealthSample>,
+    /// The NIC the loader's traffic left by (null: not found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<crate::health::nic::NicSummary>,
 }
