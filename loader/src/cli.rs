@@ -183,6 +183,10 @@ pub struct VerdictArgs {
     /// latency p99 above which it invalidates (default 25; 100 turns the rule off).
     #[arg(long)]
     pub loader_delay_pct: Option<f64>,
+    /// The load machine NIC's capacity, Mb/s, where its link cannot say (default: the speed
+    /// sysfs reports, if any).
+    #[arg(long, value_name = "MBPS")]
+    pub nic_capacity: Option<f64>,
     /// Print the verdict only; leave summary.json as it is.
     #[arg(long)]
     pub dry_run: bool,
@@ -413,6 +417,10 @@ pub struct RunArgs {
     /// process:NAME, or prometheus:URL;metric=SERIES[;rate][;limit=N]; see docs/watch.md.
     #[arg(long = "watch", value_name = "NAME=SOURCE", help_heading = "Target resources")]
     pub watch: Vec<String>,
+    /// The load machine NIC's capacity, Mb/s, where its link cannot say (a cloud instance's
+    /// limit, a shaped link); default: the speed sysfs reports, if any.
+    #[arg(long, value_name = "MBPS", allow_negative_numbers = true, help_heading = "Verdict and criteria")]
+    pub nic_capacity: Option<f64>,
 }
 
 /// Flags of `loader target`.

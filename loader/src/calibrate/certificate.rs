@@ -52,6 +52,13 @@ pub struct AtCeiling {
     /// The target process's CPU time per request over the same run, µs, measured alike.
     #[serde(default)]
     pub target_process_us_per_request: Option<f64>,
+    /// The load machine NIC's busiest second at that step, Mb/s sent (the NIC throughput at
+    /// the knee the field note asks the certificate for).
+    #[serde(default)]
+    pub nic_tx_mbps: Option<f64>,
+    /// That NIC's device (`lo` for a calibration against the local sink).
+    #[serde(default)]
+    pub nic_device: Option<String>,
 }
 
 /// The request shape and pool the figure was measured with.

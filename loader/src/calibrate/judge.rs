@@ -108,6 +108,12 @@ pub struct StepFigures {
     /// The loader process's CPU time per request over a probe's run, µs (bisection probes).
     #[serde(default)]
     pub loader_process_us_per_request: Option<f64>,
+    /// The load machine NIC's busiest second over a probe's run, Mb/s sent, and its device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_tx_mbps: Option<f64>,
+    /// See `nic_tx_mbps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_device: Option<String>,
     /// The target process's CPU time per request over a probe's run, µs, measured alike.
     #[serde(default)]
     pub target_process_us_per_request: Option<f64>,

@@ -274,6 +274,8 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
             cpu_us_per_request: at.and_then(|f| f.shard_us_per_request(plan.threads)),
             loader_process_us_per_request: cost.and_then(|f| f.loader_process_us_per_request),
             target_process_us_per_request: cost.and_then(|f| f.target_process_us_per_request),
+            nic_tx_mbps: cost.and_then(|f| f.nic_tx_mbps),
+            nic_device: cost.and_then(|f| f.nic_device.clone()),
         },
         setup: Setup {
             connections: plan.connections,
@@ -388,6 +390,10 @@ impl Pass<'_> {
                         Some(((a? - b?) / run_requests.max(1) as f64 * 1e6 * 100.0).round() / 100.0)
                     };
                     f.loader_process_us_per_request = per_request(before.0, after.0);
+                    if let Some(n) = &summary.health.nic {
+                        f.nic_tx_mbps = Some((n.tx_bytes_max_per_s * 8.0 / 1e6 * 100.0).round() / 100.0);
+                        f.nic_device = Some(n.device.clone());
+                    }
                     f.target_process_us_per_request = per_request(before.1, after.1);
                 }
                 judge::judge_step(&f, runqueue_limit)

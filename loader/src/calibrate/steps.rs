@@ -74,6 +74,8 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
                 run_requests: 0,
                 loader_process_us_per_request: None,
                 target_process_us_per_request: None,
+                nic_tx_mbps: None,
+                nic_device: None,
             }
         })
         .collect()

@@ -21,6 +21,12 @@ pub(super) fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
     if let Some(v) = args.send_lag_p99_ms {
         limits.send_lag_p99_ms = v;
     }
+    if let Some(v) = args.nic_capacity {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(crate::error::InputError::new("--nic-capacity", "must be a positive number of Mb/s").into());
+        }
+        limits.nic_capacity_mbps = Some(v);
+    }
     if let Some(v) = args.time_wait {
         limits.time_wait = v;
     }

@@ -142,6 +142,7 @@ struct VerdictTable {
     ephemeral_ports_pct: S<f64>,
     fds_pct: S<f64>,
     cert_ceiling_pct: S<f64>,
+    nic_capacity_mbps: S<f64>,
     min_tail_samples: S<i64>,
     loader_delay_pct: S<f64>,
 }
@@ -440,8 +441,7 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
     }
     for (i, entry) in doc.watch.into_iter().enumerate() {
         let at = Origin::File { at: src.at(entry.span().start), key: format!("watch[{}]", i + 1) };
-        let w = entry.into_inner();
-        let key = |k: &str| format!("watch[{}].{k}", i + 1);
+        let (w, key) = (entry.into_inner(), |k: &str| format!("watch[{}].{k}", i + 1));
         raw.watch.push(RawWatch {
             at,
             name: w.name.map(|v| src.given(key("name"), v)),
@@ -493,7 +493,8 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
             fds_pct,
             cert_ceiling_pct,
             min_tail_samples,
-            loader_delay_pct
+            loader_delay_pct,
+            nic_capacity_mbps
         );
         raw.probes = t.probes.map(|v| src.given("verdict.probes", v));
         raw.verdict = v;

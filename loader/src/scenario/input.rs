@@ -164,6 +164,7 @@ pub(crate) struct RawVerdict {
     pub ephemeral_ports_pct: Opt<f64>,
     pub fds_pct: Opt<f64>,
     pub cert_ceiling_pct: Opt<f64>,
+    pub nic_capacity_mbps: Opt<f64>,
     pub min_tail_samples: Opt<i64>,
     pub loader_delay_pct: Opt<f64>,
 }
@@ -287,6 +288,7 @@ impl Raw {
                 limit: None,
             });
         }
+        put(&mut self.verdict.nic_capacity_mbps, "--nic-capacity", a.nic_capacity);
         put(&mut self.method, "--method", a.method.clone());
         self.headers = a.headers.iter().map(|h| Given::flag("--header", h.clone())).collect();
         put(&mut self.body, "--body", a.body.clone());

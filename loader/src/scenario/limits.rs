@@ -69,6 +69,9 @@ pub struct VerdictLimits {
     /// `verdict::MATERIAL_DELAY_FLOOR_MS` (25): the loader is then a material part of the
     /// tail it reports. 100 turns the rule off.
     pub loader_delay_pct: f64,
+    /// The load machine NIC's capacity, Mb/s, for the `nic_saturated` rule where the link's
+    /// own speed is unknown or not the limit (default: the speed sysfs reports).
+    pub nic_capacity_mbps: Option<f64>,
 }
 
 impl Default for VerdictLimits {
@@ -87,6 +90,7 @@ impl Default for VerdictLimits {
             throttled_ms_per_s: 10.0,
             late_sends_pct: 0.1,
             loader_delay_pct: 25.0,
+            nic_capacity_mbps: None,
         }
     }
 }
@@ -154,6 +158,7 @@ impl VerdictLimits {
             cert_ceiling_pct: pct(&r.cert_ceiling_pct, d.cert_ceiling_pct)?,
             min_tail_samples: n(&r.min_tail_samples, d.min_tail_samples)?,
             loader_delay_pct: pct(&r.loader_delay_pct, d.loader_delay_pct)?,
+            nic_capacity_mbps: r.nic_capacity_mbps.as_ref().map(|g| number_in(g, 0.0, false, 1e9)).transpose()?,
             ..d
         })
     }

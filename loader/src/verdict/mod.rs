@@ -63,7 +63,7 @@ pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
     machine::throttling(s, limits, sends_late.as_deref(), &mut reasons);
     machine::cpu(s, limits, &mut reasons);
     evidence::judge(s, limits, &mut reasons);
-    nic::judge(s, &mut reasons);
+    nic::judge(s, limits, &mut reasons);
     machine::judge_capacity(s, limits, &mut reasons);
     held_up_closes(s, &mut reasons);
     let trusted = !reasons.iter().any(|r| r.invalidates);

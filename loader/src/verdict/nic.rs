@@ -2,7 +2,7 @@
 //! back its packets, or whose link ran near its speed, was limited by its machine's network
 //! side — every latency it reports includes that queue. The loader's side, and it invalidates.
 
-use super::{LOADER, reason};
+use super::{LOADER, Limits, reason};
 use crate::summary::{Reason, Summary};
 
 /// The busiest second's transmit rate at or above this share of the link speed is saturation.
@@ -12,7 +12,7 @@ pub const LINE_RATE_SHARE: f64 = 0.9;
 pub const OVERLIMIT_SHARE: f64 = 0.01;
 
 /// The NIC rule: queue drops, a shaper holding back, or line rate.
-pub fn judge(s: &Summary, reasons: &mut Vec<Reason>) {
+pub fn judge(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
     let Some(n) = &s.health.nic else { return };
     let qdisc = n.qdisc.as_deref().unwrap_or("?");
     // netem's drops and delays emulate a network on purpose (the verdict matrix's lossy
@@ -33,14 +33,17 @@ pub fn judge(s: &Summary, reasons: &mut Vec<Reason>) {
             format!("its egress queue ({qdisc}) held packets back over its rate {over} times for {sent} packets sent"),
         ));
     }
-    if let (Some(share), Some(mbps)) = (n.tx_utilization_max, n.speed_mbps)
+    // The capacity the user gave (a cloud instance's limit, a shaped link), else the link's.
+    let capacity = limits.nic_capacity_mbps.map(|c| (c, "given")).or(n.speed_mbps.map(|c| (c, "link's")));
+    if let Some((mbps, whose)) = capacity
+        && let share = n.tx_bytes_max_per_s * 8.0 / (mbps * 1e6)
         && share >= LINE_RATE_SHARE
     {
         found.push((
             share,
             LINE_RATE_SHARE,
             format!(
-                "it sent {:.0} Mb/s in its busiest second, {:.0} % of the link's {mbps:.0} Mb/s",
+                "it sent {:.1} Mb/s in its busiest second, {:.0} % of the {whose} {mbps:.0} Mb/s",
                 n.tx_bytes_max_per_s * 8.0 / 1e6,
                 share * 100.0
             ),
@@ -120,6 +123,16 @@ mod tests {
             ..busy.clone()
         };
         assert!(verdict(&with_nic(netem), &Limits::default()).reasons.is_empty());
+        // Loopback has no speed; a capacity given (`--nic-capacity 1`) judges it: 1.6 Mb/s.
+        let lo = NicSummary { device: "lo".into(), tx_bytes_max_per_s: 200_000.0, ..Default::default() };
+        assert!(verdict(&with_nic(lo.clone()), &Limits::default()).reasons.is_empty());
+        let given = Limits { nic_capacity_mbps: Some(1.0), ..Limits::default() };
+        let v = verdict(&with_nic(lo), &given);
+        assert!(
+            v.reasons.iter().any(|r| r.code == "nic_saturated" && r.detail.contains("160 % of the given 1 Mb/s")),
+            "{:?}",
+            v.reasons
+        );
         // The same NIC at 95 % of its speed.
         let full = NicSummary { tx_bytes_max_per_s: 118.75e6, tx_utilization_max: Some(0.95), ..busy };
         let v = verdict(&with_nic(full), &Limits::default());

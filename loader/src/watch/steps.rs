@@ -150,15 +150,14 @@ fn explain_knee(s: &Summary, w: &WatchSummary) -> (Option<String>, Option<String
             .iter()
             .find_map(|src| p.watch.get(&src.name).and_then(|st| st.saturated.as_ref()).map(|what| (p, src, what)))
     });
-    let head = format!("knee {:.0} req/s ({})", knee.rps, knee.step);
     let failed_after = s.phases[k + 1..].iter().any(|p| p.passed == Some(false));
+    let head = if failed_after {
+        format!("knee {:.0} req/s ({})", knee.rps, knee.step)
+    } else {
+        format!("knee at least {:.0} req/s ({}, no step failed)", knee.rps, knee.step)
+    };
     match hit {
-        None if !failed_after => (
-            Some(format!(
-                "{head}: no step failed, so the knee is not found yet and no watched resource reached its ceiling{ceiling_text}"
-            )),
-            None,
-        ),
+        None if !failed_after => (Some(format!("{head}: no watched resource reached its ceiling{ceiling_text}")), None),
         Some((p, src, what)) => (
             Some(format!("{head}: {} reached its ceiling at {} — {what}{ceiling_text}", src.name, p.name)),
             Some(src.name.clone()),
@@ -268,7 +267,8 @@ mod tests {
         s.phases[3].passed = Some(true);
         s.knee = Some(Point { rps: 400.0, step: "step 4".into() });
         annotate(&mut s);
-        assert!(s.watch.unwrap().knee.unwrap().contains("no step failed"));
+        let knee = s.watch.unwrap().knee.unwrap();
+        assert!(knee.starts_with("knee at least 400 req/s (step 4, no step failed): no watched resource"), "{knee}");
     }
 
     #[test]
