@@ -161,14 +161,17 @@ fn watch(s: &Value) -> &Value {
     &s["watch"]
 }
 
-/// The built-in target in a cgroup capped at 5 % of a CPU, stepped from 200 to 3,200 req/s:
+/// The built-in target in a cgroup capped at 2 % of a CPU, stepped from 100 to 1,600 req/s:
 /// the knee is where the quota binds, and the knee is explained by that cgroup's CPU — its
 /// cores at the quota, throttled — with the CPU per ok answer and the ceiling it implies.
+/// (The target gets cheaper per request as its rate rises — 0.045 ms of CPU per answer at 400
+/// req/s, 0.007 at 6,400 — so under a 5 % quota 6,400 req/s used only 0.045 cores and passed
+/// its SLO: 2 % binds from about 500 req/s, 0.04 ms each, and fails the SLO by 1,000.)
 #[test]
 fn a_cpu_quota_is_named_at_the_knee() {
     let _serial = serial();
     let Some(()) = root_or_skip("a_cpu_quota_is_named_at_the_knee") else { return };
-    let group = QuotaGroup::create("quota", 5);
+    let group = QuotaGroup::create("quota", 2);
     let prefix = group.prefix();
     let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
     let target = target_via(&prefix, "127.0.0.1:0", &[]);
@@ -180,7 +183,7 @@ fn a_cpu_quota_is_named_at_the_knee() {
             "--profile",
             "step",
             "--steps",
-            "200,400,800,1600,3200",
+            "100,200,400,800,1600",
             "--hold",
             "3s",
             "--slo-p99",
@@ -195,7 +198,7 @@ fn a_cpu_quota_is_named_at_the_knee() {
         90,
     );
     let w = watch(&s);
-    assert_eq!(w["sources"][0]["limit"], 0.05, "the quota is the ceiling: {}", w["sources"]);
+    assert_eq!(w["sources"][0]["limit"], 0.02, "the quota is the ceiling: {}", w["sources"]);
     let knee = s["knee"]["step"].as_str().unwrap_or_else(|| panic!("a knee: {}", s["analysis"]));
     assert_eq!(w["knee_resource"], "app", "{}", w["knee"]);
     let sentence = w["knee"].as_str().expect("the knee explained");
@@ -206,7 +209,7 @@ fn a_cpu_quota_is_named_at_the_knee() {
     // The last step ran well past the quota: the cgroup's CPU sat at it, throttled.
     let last = &phase(&s, "step 5")["watch"]["app"];
     assert!(last["saturated"].as_str().is_some_and(|x| x.contains("CPU") && x.contains("throttled")), "{last}");
-    assert!(last["mean"]["cpu_cores"].as_f64().is_some_and(|c| (0.045..=0.06).contains(&c)), "{last}");
+    assert!(last["mean"]["cpu_cores"].as_f64().is_some_and(|c| (0.018..=0.025).contains(&c)), "{last}");
     // Every second of the run was read: nothing missing.
     assert_eq!(w["sources"][0]["missing_s"], 0);
 }

@@ -12,6 +12,9 @@ use crate::summary::{PhaseSummary, Summary, WatchSource, WatchStep, WatchSummary
 pub const CPU_SATURATED: f64 = 0.9;
 /// Pressure (PSI some) above this, %, is saturation: tasks waited that share of the time.
 pub const PSI_SATURATED_PCT: f64 = 25.0;
+/// A cgroup throttled this many ms a second by its quota reached it (the verdict's limit
+/// for the loader's own cgroup, `Limits::throttled_ms_per_s`).
+pub const THROTTLED_MS_PER_S: f64 = 10.0;
 /// A gauge whose mean is within this share of its limit (and whose max reached it) is at it.
 pub const GAUGE_AT_LIMIT: f64 = 0.9;
 
@@ -96,6 +99,13 @@ fn saturation(src: &WatchSource, step: &WatchStep) -> Option<String> {
             .filter(|&ms| ms > 0.0)
             .map_or(String::new(), |ms| format!(", throttled {ms:.0} ms/s"));
         found.push(format!("CPU {cores:.2} of {limit:.2} cores{throttled}"));
+    }
+    // A quota that throttled the cgroup for a hundredth of the time bound it already, whatever
+    // its mean CPU shows (its periods ran out even where the second's mean did not).
+    if found.is_empty()
+        && let Some(ms) = step.mean.throttled_ms.filter(|&ms| ms >= THROTTLED_MS_PER_S)
+    {
+        found.push(format!("throttled {ms:.0} ms/s by its CPU quota"));
     }
     if let Some(pct) = step.mean.cpu_some_pct.filter(|&p| p > PSI_SATURATED_PCT) {
         found.push(format!("tasks waited for a CPU {pct:.0} % of the time (PSI some)"));
