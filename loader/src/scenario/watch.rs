@@ -71,6 +71,14 @@ pub enum WatchKind {
 }
 
 impl WatchKind {
+    /// What follows the kind's colon (a pid as written is its number).
+    pub fn argument(&self) -> String {
+        match self {
+            WatchKind::Cgroup(a) | WatchKind::Process(a) | WatchKind::Prometheus(a) => a.clone(),
+            WatchKind::Pid(n) => n.to_string(),
+        }
+    }
+
     /// `cgroup`, `process` or `prometheus`.
     pub fn label(&self) -> &'static str {
         match self {

@@ -14,8 +14,8 @@
 //! Errors are one line naming the cgroup (`cgroup:/sys/fs/cgroup/app: cannot read cpu.stat:
 //! No such file or directory`). Nothing here panics on what the files hold.
 
+use super::{io_msg, one_line};
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use nix::sys::statfs::{CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, TMPFS_MAGIC, statfs};
@@ -303,20 +303,6 @@ fn parse_memory_max(text: &str) -> Option<u64> {
 /// A file holding one unsigned number (`memory.current`) → it; `None` otherwise.
 fn parse_u64(text: &str) -> Option<u64> {
     text.trim().parse().ok()
-}
-
-/// An I/O error's message without Rust's ` (os error N)` tail:
-/// `No such file or directory`.
-fn io_msg(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
-        None => one_line(&e.to_string()),
-    }
-}
-
-/// `s` with line breaks and other control characters escaped, so an error stays one line.
-fn one_line(s: &str) -> String {
-    if s.chars().any(char::is_control) { s.escape_debug().to_string() } else { s.to_string() }
 }
 
 #[cfg(test)]

@@ -60,13 +60,12 @@ impl Watcher {
                     let r = c.read().map_err(fail)?;
                     (Open::Cgroup(c, Some((now, r))), w.limit.or(r.cpu_limit_cores).or(Some(host_cores)))
                 }
-                Kind::Pid(pid) => {
-                    let t = process::ProcessTree::open(process::Selector::Pid(*pid)).map_err(fail)?;
-                    let r = t.read().map_err(fail)?;
-                    (Open::Process(t, Some((now, r))), w.limit.or(Some(host_cores)))
-                }
-                Kind::Process(comm) => {
-                    let t = process::ProcessTree::open(process::Selector::Name(comm.clone())).map_err(fail)?;
+                Kind::Pid(_) | Kind::Process(_) => {
+                    let selector = match &w.kind {
+                        Kind::Pid(pid) => process::Selector::Pid(*pid),
+                        other => process::Selector::Name(other.argument()),
+                    };
+                    let t = process::ProcessTree::open(selector).map_err(fail)?;
                     let r = t.read().map_err(fail)?;
                     (Open::Process(t, Some((now, r))), w.limit.or(Some(host_cores)))
                 }
@@ -233,4 +232,18 @@ fn thread_cpu() -> Option<f64> {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
         .ok()
         .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
+}
+
+/// An I/O error's message without Rust's ` (os error N)` tail:
+/// `No such file or directory`.
+fn io_msg(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
+        None => one_line(&e.to_string()),
+    }
+}
+
+/// `s` with line breaks and other control characters escaped, so an error stays one line.
+fn one_line(s: &str) -> String {
+    if s.chars().any(char::is_control) { s.escape_debug().to_string() } else { s.to_string() }
 }

@@ -18,6 +18,7 @@
 //! Errors are one line naming the selector (`pid:123: no such process`). Nothing here
 //! panics on what `/proc` holds.
 
+use super::{io_msg, one_line};
 use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
 use std::fs::{self, File};
@@ -320,19 +321,6 @@ fn open_fds(pid: u32) -> u64 {
     }
 }
 
-/// An I/O error's message without Rust's ` (os error N)` tail.
-fn io_msg(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
-        None => one_line(&e.to_string()),
-    }
-}
-
-/// `s` with line breaks and other control characters escaped, so an error stays one line.
-fn one_line(s: &str) -> String {
-    if s.chars().any(char::is_control) { s.escape_debug().to_string() } else { s.to_string() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -463,6 +451,14 @@ mod tests {
     fn live_by_argv0_name() {
         let name = format!("loader-watch-argv0-{}", std::process::id());
         let child = spawn(Command::new("sleep").arg0(&name).arg("5"));
+        // Right after the fork the child may not have exec'd yet: up to 2 s for its argv[0].
+        let cmdline = format!("/proc/{}/cmdline", child.0.id());
+        for _ in 0..200 {
+            if std::fs::read(&cmdline).is_ok_and(|c| c.starts_with(name.as_bytes())) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         // comm is "sleep": only argv[0] can match.
         let tree = ProcessTree::open(Selector::Name(name.clone())).unwrap_or_else(|e| panic!("{e}"));
         let r = tree.read().unwrap_or_else(|e| panic!("{e}"));
