@@ -346,3 +346,20 @@ fn the_folder_cycle_scan_finds_a_planted_cycle_and_ignores_a_parent() {
     let untangled: Vec<_> = files.into_iter().filter(|(at, _)| at != &m("engine::http2::wire")).collect();
     assert!(folder_cycles(&untangled).is_empty(), "a child's `use super::*` is no cycle");
 }
+
+/// CI builds the fuzz targets with `--locked`: a dependency the loader gained must be in
+/// `fuzz/Cargo.lock` too, or the fuzz build fails after the whole test run (it did, once).
+#[test]
+fn the_fuzz_lockfile_holds_every_dependency_of_the_loader() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--locked", "--format-version", "1", "--manifest-path"])
+        .arg(root().join("fuzz/Cargo.toml"))
+        .output()
+        .expect("cargo metadata runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "fuzz/Cargo.lock is out of date: run `cargo metadata --manifest-path fuzz/Cargo.toml` and commit it\n{err}"
+    );
+}

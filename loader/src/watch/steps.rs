@@ -17,6 +17,9 @@ pub const PSI_SATURATED_PCT: f64 = 25.0;
 pub const THROTTLED_MS_PER_S: f64 = 10.0;
 /// A gauge whose mean is within this share of its limit (and whose max reached it) is at it.
 pub const GAUGE_AT_LIMIT: f64 = 0.9;
+/// A gauge's max within this share of its limit reached it: an exporter that reports a mean
+/// over its own window (the last 200 ms of busy workers) peaks at 3.98 of 4, not 4.
+pub const GAUGE_MAX_AT_LIMIT: f64 = 0.98;
 
 /// Fill `phases[].watch` and `watch.knee` from the seconds the sampler kept.
 pub fn annotate(s: &mut Summary) {
@@ -115,7 +118,7 @@ fn saturation(src: &WatchSource, step: &WatchStep) -> Option<String> {
     }
     if src.kind == "prometheus"
         && let (Some(mean), Some(max), Some(limit)) = (step.mean.value, step.max.value, src.limit)
-        && max >= limit
+        && max >= GAUGE_MAX_AT_LIMIT * limit
         && mean >= GAUGE_AT_LIMIT * limit
     {
         found.push(format!(
@@ -266,6 +269,13 @@ mod tests {
         annotate(&mut s);
         let w = s.watch.as_ref().unwrap();
         assert_eq!(w.knee_resource.as_deref(), Some("pool"), "{:?}", w.knee);
+        // A gauge its exporter averages over a window peaks just under the limit: still at it
+        // (CI: mean 3.96, max 3.99 of 4); one held at 3.8 of 4 is not.
+        for (busy, at) in [(3.99, true), (3.8, false)] {
+            let mut s = stepped([0.2, 0.3, 0.4, 0.45], [1.0, 2.0, 3.0, busy]);
+            annotate(&mut s);
+            assert_eq!(s.watch.unwrap().knee_resource.is_some(), at, "pool at {busy} of 4");
+        }
         // Nothing at its ceiling: not the CPU (45 %), not the pool (3 of 4).
         let mut s = stepped([0.2, 0.3, 0.4, 0.45], [1.0, 2.0, 3.0, 3.0]);
         annotate(&mut s);
