@@ -98,33 +98,33 @@ fn tls_negotiates_h2_by_alpn_and_a_refusal_is_a_named_connect_error() {
 
 #[test]
 fn nginx_h2c_goaway_every_40_streams_loses_no_request() {
+    goaway_every_40_streams_loses_no_request(false);
+}
+
+/// The same over TLS (ALPN `h2`): the frames go through the shard's rustls session, and a
+/// replaced connection handshakes again (resumed).
+#[test]
+fn nginx_h2_over_tls_goaway_every_40_streams_loses_no_request() {
+    goaway_every_40_streams_loses_no_request(true);
+}
+
+fn goaway_every_40_streams_loses_no_request(tls: bool) {
     if !nginx::require() {
         return;
     }
-    let dir = out_dir("h2-nginx-goaway");
+    let dir = out_dir(if tls { "h2-tls-nginx-goaway" } else { "h2-nginx-goaway" });
     // nginx ends each HTTP/2 connection after 40 streams with GOAWAY (keepalive_requests).
-    let nginx = nginx::start_h2(&dir.join("nginx"), 40, "", "");
-    let url = format!("http://127.0.0.1:{}/fixed", nginx.port);
-    let (output, summary) = loader_run(
-        &[
-            "--url",
-            &url,
-            "--http2",
-            "--max-streams",
-            "16",
-            "--rate",
-            "1000",
-            "--duration",
-            "3s",
-            "--connections",
-            "4",
-            "--threads",
-            "1",
-            "--no-probes",
-        ],
-        &dir,
-        Duration::from_secs(40),
-    );
+    let (nginx, scheme) = match tls {
+        true => (nginx::start_h2_tls(&dir.join("nginx"), 40, "", ""), "https"),
+        false => (nginx::start_h2(&dir.join("nginx"), 40, "", ""), "http"),
+    };
+    let url = format!("{scheme}://127.0.0.1:{}/fixed", nginx.port);
+    let mut args = vec!["--url", &url, "--http2", "--max-streams", "16", "--rate", "1000", "--duration", "3s"];
+    args.extend(["--connections", "4", "--threads", "1", "--no-probes"]);
+    if tls {
+        args.push("--insecure");
+    }
+    let (output, summary) = loader_run(&args, &dir, Duration::from_secs(40));
     let s = summary.unwrap_or_else(|| panic!("no summary: {}", common::show(&output)));
     let main = phase(&s, "main");
     assert_eq!(u(&main["ok"]), 3000, "every request answered across the GOAWAYs: {main}");
@@ -137,6 +137,12 @@ fn nginx_h2c_goaway_every_40_streams_loses_no_request() {
     // server's churn, not the loader's own lag.
     let own_p99 = f(&main["own_lag_ms"]["p99"]);
     assert!(own_p99 < 0.1, "the loader's own send lag p99 {own_p99} ms across GOAWAYs");
+    if tls {
+        // Every connection handshook, the replacements resuming the first sessions.
+        let handshakes = u(&s["tls"]["handshakes"]);
+        assert_eq!(handshakes, opened, "{}", s["tls"]);
+        assert!(u(&s["tls"]["resumed"]) > 0, "{}", s["tls"]);
+    }
 }
 
 /// On one connection the loader sends the 101st stream before nginx's GOAWAY (after 100)
@@ -285,10 +291,28 @@ fn run_counting_sleeps(url: &str, args: &[&str], out: &std::path::Path) -> (serd
 /// latency is still the target's: 2 ms of delay, answers read up to 1 ms after they came.
 #[test]
 fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
-    let target = Target::start(&["--http2", "--delay", "2ms"]);
-    let out = out_dir("h2-quiet");
-    let args = ["--rate", "1000", "--duration", "3s", "--connections", "4", "--no-probes"];
-    let (s, sleeps) = run_counting_sleeps(&target.url(), &args, &out);
+    sleeps_through_answers(false);
+}
+
+/// The same over TLS: the records a read brings are decrypted and their frames end their
+/// streams at the read's receive stamp.
+#[test]
+fn the_http2_shard_over_tls_sleeps_through_answers_and_keeps_their_time() {
+    sleeps_through_answers(true);
+}
+
+fn sleeps_through_answers(tls: bool) {
+    let target = match tls {
+        true => Target::start(&["--http2", "--tls", "--delay", "2ms"]),
+        false => Target::start(&["--http2", "--delay", "2ms"]),
+    };
+    let out = out_dir(if tls { "h2-tls-quiet" } else { "h2-quiet" });
+    let url = if tls { format!("https://{}/", target.addr) } else { target.url() };
+    let mut args = vec!["--rate", "1000", "--duration", "3s", "--connections", "4", "--no-probes"];
+    if tls {
+        args.push("--insecure");
+    }
+    let (s, sleeps) = run_counting_sleeps(&url, &args, &out);
     let main = phase(&s, "main");
     assert_eq!(u(&main["ok"]), 3000, "{main}");
     let per_request = sleeps as f64 / 3000.0;
@@ -297,8 +321,26 @@ fn the_http2_shard_sleeps_through_answers_and_keeps_their_time() {
     // Those sleeps are the phase's timer wake-ups, as the verdict's floor reads them.
     let wakes = u(&main["wake_late_us"]["count"]);
     assert!((1000..=sleeps).contains(&wakes), "{wakes} timer wake-ups in the phase, {sleeps} sleeps");
-    let p50 = f(&main["latency_ms"]["p50"]);
-    assert!((2.0..2.5).contains(&p50), "p50 {p50} ms against a 2 ms delay: answers keep their arrival time");
+    answers_keep_their_arrival(main);
+}
+
+/// Against a target's 2 ms delay, answers read up to a sleep after they came keep their
+/// arrival: the latency is at least the delay, at least the service time (send → arrival),
+/// and exceeds it by no more than the send lag. The target's own sleep overshoots its 2 ms by
+/// its timer's slack and the host's jitter (CI saw a p50 of 2.62 ms), so the upper bound is
+/// loose; that each answer got its own stamp is asserted where it can be counted
+/// (`run.stamps_by_segment` below, the engine's unit tests of the receive stamps).
+fn answers_keep_their_arrival(main: &serde_json::Value) {
+    let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
+    let p50 = f(&lat["p50"]);
+    assert!(p50 >= 2.0, "p50 {p50} ms below the target's 2 ms delay");
+    for q in ["p50", "p99", "max"] {
+        assert!(f(&lat[q]) >= f(&svc[q]), "{q}: latency {} below the service time {}", lat[q], svc[q]);
+    }
+    // Per request, latency − service is its send lag: the medians differ by its max at most.
+    let (added, lag) = (p50 - f(&svc["p50"]), f(&main["send_lag_ms"]["max"]));
+    assert!(added <= lag + 0.01, "latency p50 {p50} ms is {added:.3} ms over the service time, send lag max {lag} ms");
+    assert!(p50 < 2.0 + 1.5, "p50 {p50} ms against a 2 ms delay");
 }
 
 /// As root (else `None`, skipped with the reason printed): a 3 s run of `args` at 2,000 req/s
@@ -337,8 +379,7 @@ fn answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_sh
     let main = phase(&s, "main");
     let per_request = sleeps as f64 / 6000.0;
     assert!(per_request < 1.4, "the shard slept {sleeps} times for 6,000 requests ({per_request:.2} each)");
-    let p50 = f(&main["latency_ms"]["p50"]);
-    assert!((2.0..2.2).contains(&p50), "p50 {p50} ms against a 2 ms delay: answers keep their arrival time");
+    answers_keep_their_arrival(main);
 }
 
 /// `--send-ahead 10ms` (h2load's `--rps` rounds): each wake-up sends the next 10 ms of the
@@ -357,12 +398,7 @@ fn ten_millisecond_rounds_keep_every_answer_on_its_segment() {
     assert!(u(&main["sent_ahead"]) >= 4800, "most sends leave early in their round: {main}");
     let per_request = sleeps as f64 / 6000.0;
     assert!(per_request < 0.3, "the shard slept {sleeps} times for 6,000 requests in 300 rounds");
-    let (lat, svc) = (&main["latency_ms"], &main["service_ms"]);
-    for q in ["p50", "p99", "max"] {
-        assert!(f(&lat[q]) >= f(&svc[q]), "{q}: latency {} below the service time {}", lat[q], svc[q]);
-    }
-    let p50 = f(&lat["p50"]);
-    assert!((2.0..2.5).contains(&p50), "p50 {p50} ms against a 2 ms delay");
+    answers_keep_their_arrival(main);
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! The pipeline, one module per stage (`docs/architecture.md` draws both flows):
 //!
 //! - [`scenario`]: what the user wrote (flags, TOML) → [`scenario::Spec`] (validated)
-//!   → [`scenario::Plan`] (phases with absolute start times and rates).
+//!   → [`scenario::Plan`] (phases with absolute start times and rates); [`reflect`] asks a
+//!   gRPC server for a method's descriptors when no `.proto` is given.
 //! - [`schedule`]: pure; the intended send time of every request, split across shards.
 //! - [`engine`]: one thread and one io_uring ring per shard; keep-alive connections,
 //!   pre-encoded requests, HTTP/1.1 framing; sends on schedule and records.
@@ -39,6 +40,7 @@ pub mod merge;
 pub mod privilege;
 pub mod probes;
 pub mod record;
+pub mod reflect;
 pub mod report;
 pub mod scenario;
 pub mod schedule;

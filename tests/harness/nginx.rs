@@ -50,6 +50,26 @@ pub fn start_h2(dir: &Path, keepalive_requests: u32, http: &str, server_extra: &
     start_listening(dir, keepalive_requests, http, server_extra, " http2")
 }
 
+/// [`start_h2`] over TLS: `listen … ssl http2` with a fresh self-signed certificate for
+/// 127.0.0.1 (made with the `openssl` command under `dir`), ALPN `h2` and `http/1.1`.
+pub fn start_h2_tls(dir: &Path, keepalive_requests: u32, http: &str, server_extra: &str) -> Nginx {
+    std::fs::create_dir_all(dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl runs");
+    assert!(made.success(), "openssl made no certificate");
+    let tls = format!("ssl_certificate {}; ssl_certificate_key {};", cert.display(), key.display());
+    start_listening(dir, keepalive_requests, &format!("{http} {tls}"), server_extra, " ssl http2")
+}
+
 fn start_listening(dir: &Path, keepalive_requests: u32, http: &str, server_extra: &str, listen: &str) -> Nginx {
     let bin = binary().expect("checked by the caller");
     std::fs::create_dir_all(dir.join("html")).unwrap();

@@ -80,7 +80,7 @@ pub struct Conn {
     pub retry: Option<InFlight>,
     /// TLS state (https targets only; `None` keeps the plain path free of it).
     pub tls: Option<Box<Tls>>,
-    /// HTTP/2 state (h2c runs only), while the socket is open.
+    /// HTTP/2 state (`--http2` runs only), while the socket is open.
     pub(in crate::engine) h2: Option<Box<H2Link>>,
     /// The socket's segments followed by the probes (h2c runs with probes), and how many
     /// reads in a row the record disagreed with ([`super::segments`]).

@@ -37,7 +37,6 @@ use std::time::{Duration, Instant};
 
 use crate::record::ShardRecord;
 use crate::schedule::{ShardSchedule, Window};
-use shard::own_lag;
 
 /// The run's time base: nanoseconds since the run's start instant, on `CLOCK_MONOTONIC`
 /// (the clock of `Instant`, of io_uring's absolute timeouts and of the probes).
@@ -288,10 +287,6 @@ pub enum EngineError {
 /// Fails only when the shard cannot start (no io_uring); once running, a failure ends it
 /// with what it measured in the result.
 pub fn run_shard(cfg: ShardConfig) -> Result<ShardResult, EngineError> {
-    // h2c runs on the ring (`shard/h2.rs`); HTTP/2 over TLS on the `h2` crate (`http2`).
-    if let Some(h2) = cfg.http2.clone().filter(|h2| h2.tls.is_some()) {
-        return http2::run_shard(cfg, h2);
-    }
     Ok(shard::Shard::new(cfg)?.run())
 }
 

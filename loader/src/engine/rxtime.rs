@@ -31,28 +31,6 @@ pub fn enable(socket: &impl std::os::fd::AsFd) {
     let _ = nix::sys::socket::setsockopt(socket, nix::sys::socket::sockopt::ReceiveTimestampns, &true);
 }
 
-/// Receive into `buf` from the stream socket `fd` (non-blocking, stamping enabled), with the
-/// kernel's receive stamp of the newest bytes read (`CLOCK_REALTIME` ns; `None`: none
-/// stamped). The HTTP/2 shards read this way; the io_uring shards use multishot `recvmsg`.
-pub fn recv(fd: std::os::fd::RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<(usize, Option<u64>)> {
-    let mut control = [0u64; CONTROL_LEN / 8];
-    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    let mut h = header();
-    h.msg_iov = &mut iov;
-    h.msg_iovlen = 1;
-    h.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: the iovec names `buf` (written, never read, by the kernel) and the control
-    // buffer is CONTROL_LEN bytes, aligned for cmsghdr; both outlive the call.
-    let n = unsafe { libc::recvmsg(fd, &mut h, 0) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let len = h.msg_controllen.min(CONTROL_LEN);
-    // SAFETY: the kernel wrote `len` bytes of control messages into `control`.
-    let control = unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), len) };
-    Ok((n as usize, timestamp(control)))
-}
-
 /// One received chunk: its payload and, when the kernel stamped it, the receive time
 /// (`CLOCK_REALTIME` ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +143,27 @@ mod tests {
         let buf = filled(None, b"x");
         assert_eq!(parse(&buf, &h).unwrap(), Chunk { payload: b"x", stamp_ns: None });
         assert_eq!(parse(&buf[..10], &h), None, "shorter than the layout");
+    }
+
+    /// A plain `recvmsg` of the stream socket `fd` with the kernel's receive stamp of the
+    /// newest bytes read (what the shard's multishot receives parse out of their buffers).
+    fn recv(fd: std::os::fd::RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<(usize, Option<u64>)> {
+        let mut control = [0u64; CONTROL_LEN / 8];
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let mut h = header();
+        h.msg_iov = &mut iov;
+        h.msg_iovlen = 1;
+        h.msg_control = control.as_mut_ptr().cast();
+        // SAFETY: the iovec names `buf` (written, never read, by the kernel) and the control
+        // buffer is CONTROL_LEN bytes, aligned for cmsghdr; both outlive the call.
+        let n = unsafe { libc::recvmsg(fd, &mut h, 0) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let len = h.msg_controllen.min(CONTROL_LEN);
+        // SAFETY: the kernel wrote `len` bytes of control messages into `control`.
+        let control = unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), len) };
+        Ok((n as usize, timestamp(control)))
     }
 
     #[test]

@@ -87,6 +87,14 @@ impl TlsClient {
         Ok(TlsClient { config: Arc::new(config), server_name })
     }
 
+    /// The same client offering `protocols` in ALPN (`h2` for an `--http2` run), with a
+    /// session cache of its own.
+    pub fn with_alpn(&self, protocols: &[&[u8]]) -> TlsClient {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        TlsClient { config: Arc::new(config), server_name: self.server_name.clone() }
+    }
+
     /// A fresh client session (its ClientHello is ready to be written).
     pub fn connect(&self) -> Result<ClientConnection, rustls::Error> {
         let mut session = ClientConnection::new(Arc::clone(&self.config), self.server_name.clone())?;

@@ -62,8 +62,13 @@ pub(super) fn execute<'m>(
         None => None,
     };
     let http2 = match plan.http2 {
-        Some(max_streams) => Some(Arc::new(http2_setup(&requests, max_streams, tls.as_ref(), plan.grpc)?)),
+        Some(max_streams) => Some(Arc::new(http2_setup(&requests, max_streams, tls.is_some(), plan.grpc)?)),
         None => None,
+    };
+    // HTTP/2 over TLS offers ALPN `h2` only (the session cache is still the run's).
+    let tls = match tls {
+        Some(t) if http2.is_some() => Some(t.with_alpn(&[b"h2"])),
+        t => t,
     };
     let pace = plan.pace();
     let mut feed = metrics.map(|endpoint| MetricsFeed::new(endpoint, plan, probes.is_some()));
@@ -354,22 +359,17 @@ fn request_table(plan: &Plan, windows: &[crate::schedule::Window]) -> engine::Re
     t
 }
 
-/// What the HTTP/2 shards share: the request table in HTTP/2 form and, on https, a TLS
-/// configuration that offers ALPN `h2` only (its session cache the run's).
+/// What the HTTP/2 shards share: the request table in HTTP/2 form (`:scheme` https when
+/// `tls`).
 fn http2_setup(
     requests: &engine::RequestTable,
     max_streams: u32,
-    tls: Option<&engine::tls::TlsClient>,
+    tls: bool,
     grpc: bool,
 ) -> anyhow::Result<engine::http2::Http2> {
-    let scheme = if tls.is_some() { "https" } else { "http" };
+    let scheme = if tls { "https" } else { "http" };
     let requests = engine::http2::Http2Requests::from_table(requests, scheme).map_err(|e| anyhow::anyhow!(e))?;
-    let tls = tls.map(|t| {
-        let mut config = (*t.config).clone();
-        config.alpn_protocols = vec![b"h2".to_vec()];
-        (Arc::new(config), t.server_name.clone())
-    });
-    Ok(engine::http2::Http2 { requests, max_streams, tls, grpc })
+    Ok(engine::http2::Http2 { requests, max_streams, grpc })
 }
 
 fn round3(x: f64) -> f64 {

@@ -69,8 +69,8 @@ impl GrpcSpec {
             }
             None => None,
         };
-        let server = crate::engine::http2::reflect::Server { addr, authority: &authority, tls, timeout };
-        let files = crate::engine::http2::reflect::files_for_symbol(&server, &self.service)
+        let server = crate::reflect::Server { addr, authority: &authority, tls, timeout };
+        let files = crate::reflect::files_for_symbol(&server, &self.service)
             .map_err(|e| InputError::new(key, format!("server reflection at {url}: {e}")))?;
         let mut protos = Vec::with_capacity(files.len());
         for bytes in &files {

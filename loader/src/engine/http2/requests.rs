@@ -1,5 +1,5 @@
 //! The run's requests in HTTP/2 form: each entry of the [`RequestTable`] (an encoded HTTP/1.1
-//! request) read back once at start-up into method, URI, headers and body, so the scenario,
+//! request) read back once at start-up into an HPACK header block and a body, so the scenario,
 //! the mix, the data rows and the request numbering stay exactly those of HTTP/1.1.
 //!
 //! HTTP/2 forbids the connection-specific headers (RFC 9113 §8.2.2): `Connection`,
@@ -8,21 +8,18 @@
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Uri};
+use http::{Method, Uri};
 
 use crate::engine::RequestTable;
 
 /// Headers a request head may carry (the scenario's limit is lower).
 const MAX_HEADERS: usize = 128;
 
-/// One request, ready to clone onto a stream.
+/// One request, ready to open a stream with.
 #[derive(Debug)]
 struct Entry {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
     body: Bytes,
-    /// The head as an HPACK header block, for the io_uring shards (`wire::encode_block`).
+    /// The head as an HPACK header block (`hpack::encode_block`).
     block: Vec<u8>,
 }
 
@@ -46,17 +43,7 @@ impl Http2Requests {
         Ok(Http2Requests { entries })
     }
 
-    /// Entry `i` as a request head and its body (both cheap clones).
-    pub(super) fn get(&self, i: u32) -> (Request<()>, Bytes) {
-        let e = &self.entries[i as usize];
-        let mut request = Request::new(());
-        *request.method_mut() = e.method.clone();
-        *request.uri_mut() = e.uri.clone();
-        *request.headers_mut() = e.headers.clone();
-        (request, e.body.clone())
-    }
-
-    /// Entry `i` as its header block and body, for the io_uring shards.
+    /// Entry `i` as its header block and body.
     pub(crate) fn wire(&self, i: u32) -> (&[u8], &Bytes) {
         let e = &self.entries[i as usize];
         (&e.block, &e.body)
@@ -101,7 +88,8 @@ fn convert(bytes: &[u8], scheme: &str) -> Result<Entry, String> {
         }
     }
     let authority = authority.ok_or("no Host header")?;
-    let uri = Uri::builder()
+    // What a server would refuse as a URI is refused here, once.
+    Uri::builder()
         .scheme(scheme)
         .authority(authority.as_str())
         .path_and_query(path)
@@ -114,7 +102,7 @@ fn convert(bytes: &[u8], scheme: &str) -> Result<Entry, String> {
         path,
         map.iter().map(|(name, value)| (name.as_str(), value.as_bytes())),
     );
-    Ok(Entry { method, uri, headers: map, body: Bytes::copy_from_slice(&bytes[len..]), block })
+    Ok(Entry { body: Bytes::copy_from_slice(&bytes[len..]), block })
 }
 
 #[cfg(test)]
@@ -126,11 +114,21 @@ mod tests {
         let wire = b"POST /api/items?id=7 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nConnection: keep-alive\r\n\
             Content-Type: application/json\r\nX-Trace: a\r\nX-Trace: b\r\nContent-Length: 9\r\n\r\n{\"a\": 1}\n";
         let e = convert(wire, "http").unwrap();
-        assert_eq!(e.method, Method::POST);
-        assert_eq!(e.uri.to_string(), "http://127.0.0.1:8080/api/items?id=7");
-        assert!(e.headers.get("connection").is_none() && e.headers.get("host").is_none());
-        assert_eq!(e.headers.get_all("x-trace").iter().count(), 2, "repeated headers kept");
-        assert_eq!(e.headers["content-type"], "application/json");
+        let mut fields = Vec::new();
+        super::super::hpack::Decoder::default()
+            .decode(&e.block, |name, value| {
+                fields.push((String::from_utf8_lossy(name).into_owned(), String::from_utf8_lossy(value).into_owned()))
+            })
+            .unwrap();
+        let get = |name: &str| fields.iter().filter(|(n, _)| n == name).map(|(_, v)| v.as_str()).collect::<Vec<_>>();
+        assert_eq!(get(":method"), ["POST"]);
+        assert_eq!(
+            (get(":scheme"), get(":authority"), get(":path")),
+            (vec!["http"], vec!["127.0.0.1:8080"], vec!["/api/items?id=7"])
+        );
+        assert!(get("connection").is_empty() && get("host").is_empty(), "{fields:?}");
+        assert_eq!(get("x-trace"), ["a", "b"], "repeated headers kept");
+        assert_eq!(get("content-type"), ["application/json"]);
         assert_eq!(&e.body[..], b"{\"a\": 1}\n");
     }
 

@@ -1,5 +1,7 @@
-//! The h2c side of the shard (`--http2` on an `http://` target): streams multiplexed over the
-//! shard's connections, on the same ring, schedule, deadlines and record as HTTP/1.1.
+//! The HTTP/2 side of the shard (`--http2`): streams multiplexed over the shard's
+//! connections, on the same ring, schedule, deadlines and record as HTTP/1.1 — h2c on an
+//! `http://` target, and over TLS on an `https://` one, where the frames pass through the
+//! connection's rustls session (`tls.rs`) both ways.
 //!
 //! The frames are `http2::wire`'s; this file is the loop's part: which connection a due
 //! request goes on (the open one with the fewest streams and one free — so that at ordinary
@@ -58,7 +60,7 @@ impl H2Mode {
 }
 
 impl Shard {
-    /// The h2c shard's `dispatch`: every due request (a request to send again first) on the
+    /// The HTTP/2 shard's `dispatch`: every due request (a request to send again first) on the
     /// open connection with the fewest streams and one free, else on a connection it opens,
     /// else it waits at the head (the pool's time) — and those due within the send-ahead
     /// window, early, when a stream is free now.
@@ -213,7 +215,24 @@ impl Shard {
         let conn = &mut self.conns[c];
         let fd = conn.raw_fd();
         let Some(link) = conn.h2.as_mut() else { return };
-        if link.sending || link.wire.out.is_empty() || conn.state != State::Idle {
+        if link.wire.out.is_empty() || conn.state != State::Idle {
+            return;
+        }
+        if let Some(tls) = conn.tls.as_mut() {
+            // Over TLS the frames are encrypted now (rustls' send buffer is unbounded) and
+            // leave with the connection's next TLS send.
+            let written = std::io::Write::write_all(&mut tls.session.writer(), &link.wire.out);
+            link.wire.out.clear();
+            match written {
+                Ok(()) => self.flush_tls(c),
+                Err(e) => {
+                    let now = self.clock.now_ns();
+                    self.break_h2(c, ErrorClass::Protocol, Cow::Owned(format!("TLS write: {e}")), now);
+                }
+            }
+            return;
+        }
+        if link.sending {
             return;
         }
         std::mem::swap(&mut link.writing, &mut link.wire.out);
@@ -225,7 +244,8 @@ impl Shard {
         self.push(entry);
     }
 
-    /// A connection opened: the preface, then the request it was opened for.
+    /// A connection opened (over TLS: its handshake done, ALPN `h2` agreed): the preface,
+    /// then the request it was opened for.
     pub(super) fn connected_h2(&mut self, c: usize, grpc: bool) {
         let conn = &mut self.conns[c];
         conn.h2 = Some(Box::new(H2Link {
@@ -284,18 +304,7 @@ impl Shard {
             }
         };
         if range.is_empty() {
-            let goaway = self.conns[c].h2.as_ref().and_then(|l| l.wire.goaway_code()).filter(|&code| code != 0);
-            let (class, message) = match goaway {
-                Some(code) => (
-                    ErrorClass::ConnectionError,
-                    Cow::Owned(format!(
-                        "the server ended the connection (GOAWAY {})",
-                        crate::engine::http2::wire::code_name(code)
-                    )),
-                ),
-                None => (ErrorClass::Reset, Cow::Borrowed("the server closed the connection under the stream")),
-            };
-            self.break_h2(c, class, message, now);
+            self.h2_ended(c, now);
             return;
         }
         let Some(mode) = self.h2.as_mut() else { return };
@@ -308,6 +317,66 @@ impl Shard {
             }
             _ => (Ok(()), false),
         };
+        self.h2_fed(c, events, fed, went_away, stamp, now);
+        self.flush_stream(c);
+    }
+
+    /// The server closed `c` (or reset it): its streams fail, named by its GOAWAY if one came.
+    pub(super) fn h2_ended(&mut self, c: usize, now: u64) {
+        let goaway = self.conns[c].h2.as_ref().and_then(|l| l.wire.goaway_code()).filter(|&code| code != 0);
+        let (class, message) = match goaway {
+            Some(code) => (
+                ErrorClass::ConnectionError,
+                Cow::Owned(format!(
+                    "the server ended the connection (GOAWAY {})",
+                    crate::engine::http2::wire::code_name(code)
+                )),
+            ),
+            None => (ErrorClass::Reset, Cow::Borrowed("the server closed the connection under the stream")),
+        };
+        self.break_h2(c, class, message, now);
+    }
+
+    /// Decrypted bytes arrived on an HTTP/2-over-TLS connection `c` (`stamp`: the kernel's
+    /// stamp of the read that carried their records): feed them all to its frames. False once
+    /// the connection is closing.
+    pub(super) fn drain_plaintext_h2(&mut self, c: usize, stamp: Option<u64>, now: u64) -> bool {
+        let Some(mode) = self.h2.as_mut() else { return false };
+        let mut events = std::mem::take(&mut mode.events);
+        let conn = &mut self.conns[c];
+        let (Some(tls), Some(link)) = (conn.tls.as_mut(), conn.h2.as_mut()) else {
+            if let Some(mode) = self.h2.as_mut() {
+                mode.events = events;
+            }
+            return false;
+        };
+        let before = link.wire.retiring();
+        let mut fed = Ok(());
+        while fed.is_ok()
+            && let Ok(plain) = tls.session.reader().into_first_chunk()
+            && !plain.is_empty()
+        {
+            let n = plain.len();
+            fed = link.wire.feed(plain, &mut events);
+            std::io::BufRead::consume(&mut tls.session.reader(), n);
+        }
+        let went_away = !before && link.wire.retiring();
+        self.h2_fed(c, events, fed, went_away, stamp, now);
+        self.conns[c].state != State::Closing
+    }
+
+    /// After a read's bytes went to `c`'s frames: end the streams they ended (`events`), then
+    /// act on a connection error (`fed`), a GOAWAY (`went_away`) and an answer still coming.
+    fn h2_fed(
+        &mut self,
+        c: usize,
+        mut events: Vec<Event>,
+        fed: Result<(), crate::engine::http2::wire::ConnError>,
+        went_away: bool,
+        stamp: Option<u64>,
+        now: u64,
+    ) {
+        let Some(mode) = self.h2.as_mut() else { return };
         if went_away {
             mode.replace += 1;
         }
@@ -331,9 +400,7 @@ impl Shard {
         if link.wire.retiring() && link.wire.active() == 0 {
             // Gone away and done: its slot opens a new connection when one is needed.
             self.begin_close(c);
-            return;
         }
-        self.flush_stream(c);
     }
 
     /// A stream ended: `arrived` is when the segment with its last byte arrived (run clock, by
@@ -381,7 +448,7 @@ impl Shard {
     }
 
     /// The connection broke: every stream on it fails with `class`, and it closes.
-    fn break_h2(&mut self, c: usize, class: ErrorClass, message: Cow<'static, str>, now: u64) {
+    pub(super) fn break_h2(&mut self, c: usize, class: ErrorClass, message: Cow<'static, str>, now: u64) {
         let flights: Vec<InFlight> = match self.conns[c].h2.as_mut() {
             Some(link) => link.wire.take_all().collect(),
             None => Vec::new(),

@@ -16,9 +16,10 @@
 //! doing (see `record::PhaseRecord::own_lag`).
 //!
 //! On an https target a connection handshakes after connect; that side of the loop is in
-//! `tls.rs` and hangs off `Conn::tls`, which is `None` on plain HTTP. On an h2c run
-//! (`--http2`, `http://`) each connection carries streams instead of one request at a time;
-//! that side is `h2.rs` and hangs off `Conn::h2`.
+//! `tls.rs` and hangs off `Conn::tls`, which is `None` on plain HTTP. On an HTTP/2 run
+//! (`--http2`: h2c on `http://`, ALPN `h2` over TLS on `https://`) each connection carries
+//! streams instead of one request at a time; that side is `h2.rs` and hangs off `Conn::h2`
+//! (over TLS its frames pass through `Conn::tls` both ways).
 //!
 //! | file | owns |
 //! |---|---|
@@ -27,7 +28,7 @@
 //! | `connections.rs` | sockets: opening the pool, connect, errors and closes |
 //! | `requests.rs` | requests: dispatch on schedule, send, receive and parse, deadlines |
 //! | `tls.rs` | the https side: handshakes, sends and receives through rustls |
-//! | `h2.rs` | the h2c side: streams on the connections, frames in and out, retries |
+//! | `h2.rs` | the HTTP/2 side: streams on the connections, frames in and out, retries |
 
 mod connections;
 mod h2;
@@ -37,8 +38,7 @@ mod stamps;
 pub(in crate::engine) mod timers;
 mod tls;
 
-pub(super) use requests::own_lag;
-use requests::waited_for_connection;
+use requests::{own_lag, waited_for_connection};
 use ring::new_ring;
 
 use std::sync::Arc;
@@ -101,7 +101,7 @@ pub struct Shard {
     /// TLS client of an https target; `None` for plain HTTP.
     pub(super) tls: Option<TlsClient>,
     pub(super) keepalive: bool,
-    /// h2c (`--http2` on an `http://` target): streams over the connections (`h2.rs`).
+    /// HTTP/2 (`--http2`): streams over the connections (`h2.rs`).
     h2: Option<h2::H2Mode>,
     /// Size limits on responses.
     limits: super::http1::Limits,
@@ -429,7 +429,9 @@ impl Shard {
         }
         let closing = conn.state == State::Closing;
         let bid = cqueue::buffer_select(flags);
-        let h2 = conn.h2.is_some();
+        // An HTTP/2 connection over TLS sends and receives through rustls (`tls.rs`), which
+        // hands the plaintext to its frames.
+        let h2 = conn.h2.is_some() && conn.tls.is_none();
         match op {
             _ if closing => {}
             OP_CONNECT => self.on_connected(c, res, now),

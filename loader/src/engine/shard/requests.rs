@@ -311,6 +311,11 @@ impl Shard {
         message: Cow<'static, str>,
         now: u64,
     ) {
+        if self.conns[c].h2.is_some() {
+            // Every stream on an HTTP/2 connection fails with it.
+            self.break_h2(c, class, message, now);
+            return;
+        }
         if let Some(f) = self.conns[c].inflight.take() {
             self.conns[c].free_since_ns = slot_free(&f, now);
             self.finish_failed(f, now, class, message);

@@ -19,6 +19,11 @@ impl Shard {
     /// Follow the new socket of `c` (h2c with the probes loaded); best effort.
     pub(super) fn follow_segments(&mut self, c: usize) {
         let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.as_ref()) else { return };
+        // Over TLS the record's byte counts are ciphertext, the frames' plaintext: not followed
+        // (a connection with two streams or more is read as its answers come).
+        if self.tls.is_some() {
+            return;
+        }
         let conn = &mut self.conns[c];
         conn.followed = segments.follow(conn.raw_fd());
         conn.followed_misses = 0;

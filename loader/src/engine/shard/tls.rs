@@ -1,5 +1,7 @@
 //! The shard loop's https side: handshakes after connect, requests through rustls, and
-//! decrypted responses into the same HTTP/1 parser as a plain connection.
+//! decrypted responses into the same HTTP/1 parser as a plain connection — or, on an
+//! `--http2` run (ALPN `h2`), into the connection's HTTP/2 frames (`h2.rs`), whose queued
+//! frames are encrypted and sent here.
 //!
 //! A connection handshakes in state `Handshaking` (a request that opened it waits in it);
 //! its sends and receives go through its [`Tls`](super::tls::Tls). One TLS send is in flight
@@ -19,6 +21,9 @@ use super::{Shard, send_op};
 use crate::engine::conn::{Chunk, State};
 use crate::engine::tls::{self, Tls};
 use crate::record::ErrorClass;
+
+/// Why an `--http2` connection over TLS failed when the server did not agree to ALPN `h2`.
+const NO_H2: &str = "the server does not offer HTTP/2 in the TLS handshake (ALPN h2); drop --http2 for HTTP/1.1";
 
 impl Shard {
     /// TCP is up on an https connection: start its TLS session and send the ClientHello.
@@ -122,6 +127,14 @@ impl Shard {
                     Cow::Borrowed("the server closed the connection during the TLS handshake"),
                     now,
                 );
+            } else if conn.h2.is_some() {
+                match res {
+                    0.. => self.h2_ended(c, now),
+                    _ => {
+                        let (class, message) = class_of_errno(-res);
+                        self.fail_request(c, class, message, now);
+                    }
+                }
             } else if conn.inflight.is_none() {
                 self.begin_close(c);
             } else if res < 0 {
@@ -154,7 +167,12 @@ impl Shard {
             if tls.handshaking && !tls.session.is_handshaking() {
                 self.on_handshake_done(c);
             }
-            if !self.drain_plaintext(c, stamp, now) {
+            let open = if self.conns[c].h2.is_some() {
+                self.drain_plaintext_h2(c, stamp, now)
+            } else {
+                self.drain_plaintext(c, stamp, now)
+            };
+            if !open {
                 return;
             }
         }
@@ -168,6 +186,16 @@ impl Shard {
         let resumed = tls.session.handshake_kind() == Some(HandshakeKind::Resumed);
         tls::mark_handshake_end(tls, if resumed { tls_outcome::RESUMED } else { tls_outcome::FULL });
         self.record.tls.on_handshake(tls.handshake_started.elapsed().as_nanos() as u64, resumed);
+        if let Some(grpc) = self.h2.as_ref().map(|m| m.h2.grpc) {
+            if tls.session.alpn_protocol() != Some(b"h2") {
+                let now = self.clock.now_ns();
+                self.handshake_failed(c, || NO_H2.into());
+                self.fail_request(c, ErrorClass::Connect, Cow::Borrowed(NO_H2), now);
+                return;
+            }
+            self.connected_h2(c, grpc);
+            return;
+        }
         conn.state = State::Idle;
         match conn.inflight.take() {
             // Waited for connect and handshake: both are in its send lag.
@@ -226,6 +254,14 @@ impl Shard {
     /// no common parameters) the connection could not be opened: class `connect`, counted
     /// as a TLS failure. After it (bad record, unexpected message): class `protocol`.
     fn tls_failed(&mut self, c: usize, now: u64, e: &rustls::Error) {
+        let no_h2 = rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol);
+        if self.h2.is_some() && *e == no_h2 {
+            // The server refused ALPN `h2`: say what to do, as a handshake that agreed on
+            // no protocol does.
+            self.handshake_failed(c, || NO_H2.into());
+            self.fail_request(c, ErrorClass::Connect, Cow::Borrowed(NO_H2), now);
+            return;
+        }
         let class = if self.conns[c].state == State::Handshaking {
             self.handshake_failed(c, || e.to_string());
             ErrorClass::Connect

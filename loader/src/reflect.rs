@@ -6,7 +6,8 @@
 //! One connection and one bidirectional stream before the run: ask for the file that holds
 //! the service, then by name for each file it imports that did not come with it, until the
 //! set is complete. The answer is the serialized `FileDescriptorProto`s; turning them into
-//! a descriptor pool is the scenario's (`scenario::grpc`).
+//! a descriptor pool is the scenario's (`scenario::grpc`). It runs on the `h2` crate over a
+//! small tokio runtime of its own: one exchange before the run, never the run's engine.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -18,8 +19,6 @@ use prost::Message;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-
-use super::exchange::grpc_status;
 
 /// Most files a service's descriptors may span (its file and everything it imports).
 const MAX_FILES: usize = 1_000;
@@ -291,6 +290,14 @@ fn refusal((code, message): (u32, String)) -> Refusal {
     } else {
         Refusal::Other(format!("server reflection: {text}"))
     }
+}
+
+/// A gRPC answer's `grpc-status` and `grpc-message` from `headers` (a head or trailers), if
+/// it has one; a status that is not a number is UNKNOWN (2).
+fn grpc_status(headers: &http::HeaderMap) -> Option<(u32, String)> {
+    let code = headers.get("grpc-status")?.to_str().ok()?.trim().parse().unwrap_or(2);
+    let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    Some((code, message.to_string()))
 }
 
 #[cfg(test)]
