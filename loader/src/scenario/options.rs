@@ -50,6 +50,12 @@ options! {
             /// reused keep-alive connection before answering (idempotent ones always are, once).
             flag retry_non_idempotent: bool = "--retry-non-idempotent", "Request";
         }
+        user_agent: String, "string", "`loader/VERSION`" {
+            /// The User-Agent header of every request (default loader/VERSION), e.g. the one
+            /// the target's routing or rate limits expect; a request's own User-Agent header
+            /// (-H, `[[request]].headers`) wins.
+            flag user_agent: Option<String> = "--user-agent", "Request", [value_name = "TEXT"];
+        }
         /// `false` closes each connection after its response, from the loader's side.
         keepalive: bool, "bool", "`true`" {
             /// Close each connection after its response (from the loader's side) instead of reusing it.

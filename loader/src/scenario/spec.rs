@@ -256,6 +256,11 @@ fn requests(raw: &Raw) -> Result<Vec<RequestSpec>, InputError> {
         Some(g) => g.value.iter().map(|line| parse_header(g, line)).collect::<Result<Vec<_>, _>>()?,
         None => Vec::new(),
     };
+    let user_agent = match &raw.target.user_agent {
+        Some(g) if g.value.trim().is_empty() => return Err(g.err("must not be empty")),
+        Some(g) => Some(check_header(g, "User-Agent", &g.value)?),
+        None => None,
+    };
     let url_path = raw.target.url.as_ref().map(|g| url_path(&g.value)).unwrap_or("/");
     let mut out: Vec<RequestSpec> = Vec::with_capacity(entries.len());
     let mut names: Vec<(String, Option<&Origin>)> = Vec::new();
@@ -277,6 +282,11 @@ fn requests(raw: &Raw) -> Result<Vec<RequestSpec>, InputError> {
         };
         for (name, value) in &flag_headers {
             headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            headers.push((name.clone(), value.clone()));
+        }
+        if let Some((name, value)) = &user_agent
+            && !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
             headers.push((name.clone(), value.clone()));
         }
         let weight = entry.weight.as_ref().map_or(Ok(1), |g| count(g, 1, 1_000_000))? as u32;
@@ -507,6 +517,31 @@ mod tests {
         assert_eq!(s.slo.p99, None);
         assert_eq!((s.capacity.repeat, s.capacity.margin, s.capacity.peak), (3, 0.6, Some(12000.0)));
         assert_eq!(s.verdict, VerdictLimits::default());
+    }
+
+    #[test]
+    fn user_agent_is_every_requests_unless_a_request_writes_its_own() {
+        let text = "[target]\nurl = \"http://127.0.0.1:1/\"\nuser_agent = \"probe/1\"\n[[request]]\npath = \"/a\"\n\
+                    [[request]]\npath = \"/b\"\nheaders = { user-agent = \"mine\" }\n[profile]\nrate = 1\n";
+        let s = file(text).unwrap();
+        let ua = |name: &str, value: &str| vec![(name.to_string(), value.to_string())];
+        assert_eq!(s.requests[0].headers, ua("User-Agent", "probe/1"));
+        assert_eq!(s.requests[1].headers, ua("user-agent", "mine"));
+        let flag = RunArgs { user_agent: Some("flag/2".into()), ..Default::default() };
+        let s = Spec::from_scenario_text("s.toml", text, &flag).unwrap();
+        assert_eq!(s.requests[0].headers, ua("User-Agent", "flag/2"), "the flag wins over the file");
+        // On the wire it replaces loader's own.
+        let plan = crate::scenario::Plan::resolve(&s, "http://127.0.0.1:1/").unwrap();
+        let wire = String::from_utf8(plan.requests[0].bytes.clone()).unwrap();
+        assert!(wire.contains("\r\nUser-Agent: flag/2\r\n") && !wire.contains("loader/"), "{wire}");
+        let s = Spec::from_run_args(&args(|a| a.headers = vec!["User-Agent: h".into()])).unwrap();
+        assert_eq!(s.requests[0].headers, ua("User-Agent", "h"), "without --user-agent, a request keeps only its own");
+        assert!(
+            err(args(|a| a.user_agent = Some("a\nb".into()))).starts_with("--user-agent: header User-Agent has a line")
+        );
+        assert!(err(args(|a| a.user_agent = Some(" ".into()))).starts_with("--user-agent: must not be empty"));
+        let got = file_err("[target]\nuser_agent = \"\"\n[profile]\nrate = 1\n");
+        assert!(got.starts_with("s.toml:2:14: target.user_agent: must not be empty"), "{got}");
     }
 
     #[test]
