@@ -130,3 +130,56 @@ impl Raw {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, Command};
+
+    use super::*;
+    use crate::scenario::options::KEYS;
+
+    /// `loader run ARGV…` as clap parses it.
+    fn parse(argv: &[&str]) -> RunArgs {
+        let cmd = RunArgs::augment_args(Command::new("run"));
+        let matches = cmd.try_get_matches_from(std::iter::once("run").chain(argv.iter().copied())).unwrap();
+        <RunArgs as clap::FromArgMatches>::from_arg_matches(&matches).unwrap()
+    }
+
+    #[test]
+    fn every_flag_of_a_key_sets_it_under_the_flags_own_name() {
+        let cmd = RunArgs::augment_args(Command::new("run"));
+        for key in KEYS {
+            for flag in key.flags {
+                let arg = cmd.get_arguments().find(|a| a.get_long() == Some(&flag[2..])).expect(flag);
+                let argv: Vec<&str> = if arg.get_action().takes_values() { vec![flag, "1"] } else { vec![flag] };
+                let mut raw = Raw::default();
+                raw.overlay_flags(&parse(&argv));
+                let sections: [&dyn Section; 8] = [
+                    &raw.target,
+                    &raw.profile,
+                    &raw.slo,
+                    &raw.verdict,
+                    &raw.capacity,
+                    &raw.output,
+                    &raw.data,
+                    &raw.grpc,
+                ];
+                let set: Vec<_> = sections.iter().flat_map(|s| s.present()).collect();
+                assert_eq!(set, [(key.key, &Origin::Flag(flag))], "{flag} sets {}.{}", key.section, key.key);
+            }
+        }
+    }
+
+    #[test]
+    fn the_file_comes_first_and_a_flag_wins() {
+        let mut raw = crate::scenario::file::parse("s.toml", "[target]\ntimeout = \"2s\"\nthreads = 3\n").unwrap();
+        raw.overlay_flags(&parse(&["--timeout", "1s", "--no-keepalive"]));
+        let t = &raw.target;
+        assert_eq!(t.timeout.as_ref().map(|g| (g.value.as_str(), g.origin.label())), Some(("1s", "--timeout".into())));
+        assert_eq!(
+            t.threads.as_ref().map(|g| (g.value, g.origin.label())),
+            Some((3, "s.toml:3:11: target.threads".into()))
+        );
+        assert_eq!(t.keepalive.as_ref().map(|g| g.value), Some(false), "--no-keepalive writes keepalive = false");
+    }
+}
