@@ -363,3 +363,22 @@ fn the_fuzz_lockfile_holds_every_dependency_of_the_loader() {
         "fuzz/Cargo.lock is out of date: run `cargo metadata --manifest-path fuzz/Cargo.toml` and commit it\n{err}"
     );
 }
+
+/// `docs/scenario.md`'s key tables are the ones `loader/src/scenario/options.rs` makes;
+/// `LOADER_WRITE_DOCS=1` writes them into the page instead of failing.
+#[test]
+fn the_scenario_key_tables_match_the_options() {
+    let path = root().join("docs/scenario.md");
+    let page = fs::read_to_string(&path).expect("docs/scenario.md");
+    let made = loader::scenario::with_key_tables(&page).expect("every section has its markers");
+    if std::env::var_os("LOADER_WRITE_DOCS").is_some() {
+        fs::write(&path, &made).expect("write docs/scenario.md");
+        return;
+    }
+    let first_difference = page.lines().zip(made.lines()).find(|(a, b)| a != b);
+    assert!(
+        page == made,
+        "docs/scenario.md's key tables differ from loader/src/scenario/options.rs (first difference: \
+         {first_difference:?}); write them with LOADER_WRITE_DOCS=1 cargo test -p loader-tests --test house key_tables"
+    );
+}

@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::input::{Given, Raw};
+use super::input::Given;
+use super::raw::Raw;
 use super::request::RequestSpec;
 use crate::engine::keys::KeyDist;
 use crate::error::InputError;
@@ -36,18 +37,18 @@ pub struct DataSpec {
 
 /// `--data`, `--key-dist`, `--seed` (or `[data]`), read and checked.
 pub(crate) fn from_raw(raw: &Raw) -> Result<Option<DataSpec>, InputError> {
-    let Some(file) = &raw.data else {
-        if let Some(g) = raw.key_dist.as_ref() {
+    let Some(file) = &raw.data.file else {
+        if let Some(g) = raw.data.dist.as_ref() {
             return Err(g.err("applies only with a data file (--data or data.file)"));
         }
-        if let Some(g) = raw.seed.as_ref() {
+        if let Some(g) = raw.data.seed.as_ref() {
             return Err(g.err("applies only with a data file (--data or data.file)"));
         }
         return Ok(None);
     };
     let dist =
-        raw.key_dist.as_ref().map_or(Ok(KeyDist::Sequence), |g| KeyDist::parse(&g.value).map_err(|e| g.err(e)))?;
-    let seed = match &raw.seed {
+        raw.data.dist.as_ref().map_or(Ok(KeyDist::Sequence), |g| KeyDist::parse(&g.value).map_err(|e| g.err(e)))?;
+    let seed = match &raw.data.seed {
         Some(g) => u64::try_from(g.value).map_err(|_| g.err("expected a whole number ≥ 0"))?,
         None => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

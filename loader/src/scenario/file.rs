@@ -9,14 +9,18 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::input::{FractionText, Given, Origin, Raw, RawProfile, RawRequest, RawSlo, RawVerdict, RawWatch};
+use super::input::{Given, Origin};
+use super::options::{
+    CapacityTable, DataTable, GrpcTable, OutputTable, ProfileTable, SloTable, TargetTable, VerdictTable,
+};
+use super::raw::{Raw, RawRequest, RawWatch};
 use crate::error::InputError;
 
 /// Largest scenario file read (a guard against pointing at the wrong file).
@@ -53,40 +57,6 @@ struct WatchTable {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct GrpcTable {
-    method: S<String>,
-    proto: S<Vec<String>>,
-    import_paths: S<Vec<String>>,
-    deadline: S<DurationText>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DataTable {
-    file: S<String>,
-    dist: S<String>,
-    seed: S<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TargetTable {
-    url: S<String>,
-    connections: S<i64>,
-    threads: S<i64>,
-    timeout: S<DurationText>,
-    keepalive: S<bool>,
-    wake_window: S<DurationText>,
-    send_ahead: S<DurationText>,
-    max_header: S<SizeText>,
-    max_body: S<SizeText>,
-    retry_non_idempotent: S<bool>,
-    http2: S<bool>,
-    max_streams: S<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RequestTable {
     name: S<String>,
     method: S<String>,
@@ -94,140 +64,6 @@ struct RequestTable {
     headers: S<Headers>,
     body: S<String>,
     weight: S<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProfileTable {
-    kind: S<String>,
-    rate: S<f64>,
-    duration: S<DurationText>,
-    steps: S<Vec<f64>>,
-    start: S<f64>,
-    increment: S<f64>,
-    count: S<i64>,
-    max_rate: S<f64>,
-    hold: S<DurationText>,
-    ramp: S<DurationText>,
-    ramp_down: S<DurationText>,
-    base_hold: S<DurationText>,
-    recovery: S<DurationText>,
-    peak_rate: S<f64>,
-    from: S<f64>,
-    warmup: S<DurationText>,
-    warmup_rate: S<f64>,
-    repeat: S<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SloTable {
-    p95: S<DurationText>,
-    p99: S<DurationText>,
-    error_budget: S<Fraction>,
-    goodput_min: S<Fraction>,
-    late_max: S<Fraction>,
-    dropped_max: S<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct VerdictTable {
-    probes: S<bool>,
-    cpu_p95_pct: S<f64>,
-    runqueue_p99_ms: S<f64>,
-    send_lag_p99_ms: S<f64>,
-    read_lag_p99_ms: S<f64>,
-    time_wait: S<i64>,
-    ephemeral_ports_pct: S<f64>,
-    fds_pct: S<f64>,
-    cert_ceiling_pct: S<f64>,
-    nic_capacity_mbps: S<f64>,
-    min_tail_samples: S<i64>,
-    loader_delay_pct: S<f64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CapacityTable {
-    margin: S<f64>,
-    peak: S<f64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OutputTable {
-    dir: S<String>,
-    plain: S<bool>,
-}
-
-/// A duration, written as a string with a unit (`"20s"`); parsed later, against its key.
-struct DurationText(String);
-
-impl<'de> Deserialize<'de> for DurationText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = DurationText;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a duration string with a unit, like \"20s\" or \"250ms\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<DurationText, E> {
-                Ok(DurationText(v.to_string()))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-/// A size in bytes: a whole number (`65536`) or a string with a unit (`"64KiB"`).
-struct SizeText(String);
-
-impl<'de> Deserialize<'de> for SizeText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = SizeText;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a size in bytes, like 65536 or \"64KiB\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<SizeText, E> {
-                Ok(SizeText(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SizeText, E> {
-                Ok(SizeText(v.to_string()))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// A fraction: a number (`0.01`) or a percent string (`"1%"`).
-struct Fraction(FractionText);
-
-impl<'de> Deserialize<'de> for Fraction {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Fraction;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a fraction like 0.01 or a percentage like \"1%\"")
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Fraction, E> {
-                Ok(Fraction(FractionText::Number(v)))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Fraction, E> {
-                Ok(Fraction(FractionText::Number(v as f64)))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Fraction, E> {
-                Ok(Fraction(FractionText::Number(v as f64)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Fraction, E> {
-                Ok(Fraction(FractionText::Text(v.to_string())))
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 /// Request headers: a table (`{ Accept = "text/html" }`) or a list (`["Accept: text/html"]`).
@@ -372,55 +208,18 @@ fn find_in_value(value: &DeValue<'_>, offset: usize, path: &mut Vec<String>) -> 
 
 fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
     let mut raw = Raw { file: Some(src.path.clone().into()), ..Default::default() };
-    macro_rules! take {
-        ($dst:expr, $table:expr, $section:literal, $($field:ident),*) => {$(
-            $dst.$field = $table.$field.map(|v| src.given(concat!($section, ".", stringify!($field)), v));
+    let at = |offset: usize| src.at(offset);
+    // Each section: where it starts (for "required" errors), then its keys by the rows of
+    // `options.rs`.
+    macro_rules! sections {
+        ($($name:ident),*) => {$(
+            if let Some(t) = doc.$name {
+                raw.sections.push((stringify!($name), src.at(t.span().start)));
+                raw.$name = t.into_inner().into_raw(&at);
+            }
         )*};
     }
-    macro_rules! take_text {
-        ($dst:expr, $table:expr, $section:literal, $($field:ident),*) => {$(
-            $dst.$field = $table.$field.map(|v| {
-                let span = v.span();
-                src.given(concat!($section, ".", stringify!($field)), Spanned::new(span, v.into_inner().0))
-            });
-        )*};
-    }
-    let mut section = |name: &'static str, span: Range<usize>| raw.sections.push((name, src.at(span.start)));
-    let (mut target, mut profile, mut slo, mut verdict, mut capacity, mut output) =
-        (None, None, None, None, None, None);
-    if let Some(t) = doc.target {
-        section("target", t.span());
-        target = Some(t.into_inner());
-    }
-    if let Some(t) = doc.profile {
-        section("profile", t.span());
-        profile = Some(t.into_inner());
-    }
-    if let Some(t) = doc.slo {
-        section("slo", t.span());
-        slo = Some(t.into_inner());
-    }
-    if let Some(t) = doc.verdict {
-        section("verdict", t.span());
-        verdict = Some(t.into_inner());
-    }
-    if let Some(t) = doc.capacity {
-        section("capacity", t.span());
-        capacity = Some(t.into_inner());
-    }
-    if let Some(t) = doc.output {
-        section("output", t.span());
-        output = Some(t.into_inner());
-    }
-    let data = doc.data.map(|t| {
-        section("data", t.span());
-        t.into_inner()
-    });
-
-    if let Some(t) = target {
-        take!(raw, t, "target", url, connections, threads, keepalive, retry_non_idempotent, http2, max_streams);
-        take_text!(raw, t, "target", timeout, wake_window, send_ahead, max_header, max_body);
-    }
+    sections!(target, profile, slo, verdict, capacity, output, data, grpc);
     for (i, entry) in doc.request.into_iter().enumerate() {
         let at = Origin::File { at: src.at(entry.span().start), key: format!("request[{}]", i + 1) };
         let r = entry.into_inner();
@@ -451,99 +250,13 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
             limit: w.limit.map(|v| src.given(key("limit"), v)),
         });
     }
-    if let Some(t) = profile {
-        let mut p = RawProfile::default();
-        take!(
-            p,
-            t,
-            "profile",
-            kind,
-            rate,
-            steps,
-            start,
-            increment,
-            count,
-            max_rate,
-            peak_rate,
-            from,
-            warmup_rate,
-            repeat
-        );
-        take_text!(p, t, "profile", duration, hold, ramp, ramp_down, base_hold, recovery, warmup);
-        raw.profile = p;
-    }
-    if let Some(t) = slo {
-        let mut s = RawSlo::default();
-        take_text!(s, t, "slo", p95, p99, error_budget, goodput_min, late_max);
-        take!(s, t, "slo", dropped_max);
-        raw.slo = s;
-    }
-    if let Some(t) = verdict {
-        let mut v = RawVerdict::default();
-        take!(
-            v,
-            t,
-            "verdict",
-            cpu_p95_pct,
-            runqueue_p99_ms,
-            send_lag_p99_ms,
-            read_lag_p99_ms,
-            time_wait,
-            ephemeral_ports_pct,
-            fds_pct,
-            cert_ceiling_pct,
-            min_tail_samples,
-            loader_delay_pct,
-            nic_capacity_mbps
-        );
-        raw.probes = t.probes.map(|v| src.given("verdict.probes", v));
-        raw.verdict = v;
-    }
-    if let Some(t) = capacity {
-        take!(raw, t, "capacity", margin, peak);
-    }
-    if let Some(t) = doc.grpc {
-        section("grpc", t.span());
-        let t = t.into_inner();
-        raw.grpc = t.method.map(|v| src.given("grpc.method", v));
-        let paths = |v: Option<Spanned<Vec<String>>>, key: &'static str| -> Vec<_> {
-            v.map(|v| {
-                let span = v.span();
-                v.into_inner()
-                    .into_iter()
-                    .map(|p| src.given(key, Spanned::new(span.clone(), PathBuf::from(p))))
-                    .collect()
-            })
-            .unwrap_or_default()
-        };
-        raw.protos = paths(t.proto, "grpc.proto");
-        raw.proto_paths = paths(t.import_paths, "grpc.import_paths");
-        raw.deadline = t.deadline.map(|v| {
-            let span = v.span();
-            src.given("grpc.deadline", Spanned::new(span, v.into_inner().0))
-        });
-    }
-    if let Some(t) = data {
-        raw.data = t.file.map(|v| {
-            let span = v.span();
-            src.given("data.file", Spanned::new(span, v.into_inner().into()))
-        });
-        raw.key_dist = t.dist.map(|v| src.given("data.dist", v));
-        raw.seed = t.seed.map(|v| src.given("data.seed", v));
-    }
-    if let Some(t) = output {
-        raw.out = t.dir.map(|v| {
-            let span = v.span();
-            src.given("output.dir", Spanned::new(span, v.into_inner().into()))
-        });
-        take!(raw, t, "output", plain);
-    }
     raw
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::input::FractionText;
 
     fn err(text: &str) -> String {
         parse("s.toml", text).unwrap_err().to_string()

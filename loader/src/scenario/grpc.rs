@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
 
-use super::input::Raw;
+use super::raw::Raw;
 use super::values::duration_at_most;
 use crate::error::InputError;
 
@@ -125,9 +125,10 @@ impl GrpcSpec {
 
 /// `--grpc` with `--proto` (and `--proto-path`), `--deadline`; `None` without `--grpc`.
 pub(crate) fn from_raw(raw: &Raw) -> Result<Option<GrpcSpec>, InputError> {
-    let Some(method) = &raw.grpc else {
-        let stray =
-            raw.protos.first().map(|g| g.origin.label()).or_else(|| raw.deadline.as_ref().map(|g| g.origin.label()));
+    let g = &raw.grpc;
+    let protos = g.proto.as_ref().filter(|p| !p.value.is_empty());
+    let Some(method) = &g.method else {
+        let stray = protos.map(|p| p.origin.label()).or_else(|| g.deadline.as_ref().map(|d| d.origin.label()));
         if let Some(key) = stray {
             return Err(InputError::new(key, "only with a gRPC method (--grpc package.Service/Method)"));
         }
@@ -140,10 +141,10 @@ pub(crate) fn from_raw(raw: &Raw) -> Result<Option<GrpcSpec>, InputError> {
         .rsplit_once('/')
         .filter(|(s, m)| !s.is_empty() && !m.is_empty())
         .ok_or_else(|| InputError::new(&key, format!("expected package.Service/Method, got {:?}", method.value)))?;
-    let deadline = raw.deadline.as_ref().map(|g| duration_at_most(g, MAX_DEADLINE, "1 hour")).transpose()?;
+    let deadline = g.deadline.as_ref().map(|d| duration_at_most(d, MAX_DEADLINE, "1 hour")).transpose()?;
     if deadline.is_some_and(|d| d.is_zero()) {
         return Err(InputError::new(
-            raw.deadline.as_ref().map_or(String::new(), |g| g.origin.label()),
+            g.deadline.as_ref().map_or(String::new(), |d| d.origin.label()),
             "must be above zero",
         ));
     }
@@ -154,8 +155,8 @@ pub(crate) fn from_raw(raw: &Raw) -> Result<Option<GrpcSpec>, InputError> {
         input: None,
         deadline,
     };
-    if raw.protos.is_empty() {
-        if raw.url.is_none() {
+    let Some(protos) = protos else {
+        if raw.target.url.is_none() {
             return Err(InputError::new(
                 &key,
                 "the built-in target does not offer server reflection: give the method's .proto with --proto FILE",
@@ -163,9 +164,9 @@ pub(crate) fn from_raw(raw: &Raw) -> Result<Option<GrpcSpec>, InputError> {
         }
         // Server reflection fetches the descriptors once the target is known.
         return Ok(Some(spec));
-    }
-    let files: Vec<PathBuf> = raw.protos.iter().map(|g| g.value.clone()).collect();
-    let mut includes: Vec<PathBuf> = raw.proto_paths.iter().map(|g| g.value.clone()).collect();
+    };
+    let files: Vec<PathBuf> = protos.value.clone();
+    let mut includes: Vec<PathBuf> = g.import_paths.as_ref().map(|p| p.value.clone()).unwrap_or_default();
     if includes.is_empty() {
         // Each file's own directory, as `protoc -I` would be told.
         for f in &files {
@@ -177,19 +178,17 @@ pub(crate) fn from_raw(raw: &Raw) -> Result<Option<GrpcSpec>, InputError> {
         }
     }
     // Only regular files of a sane size: a FIFO or a device would never end.
-    for g in &raw.protos {
-        match std::fs::metadata(&g.value) {
+    let proto_key = protos.origin.label();
+    for f in &files {
+        match std::fs::metadata(f) {
             Ok(m) if m.is_file() && m.len() <= MAX_PROTO_BYTES => {}
             Ok(m) if m.is_file() => {
-                return Err(InputError::new(g.origin.label(), format!("{} is larger than 16 MiB", g.value.display())));
+                return Err(InputError::new(&proto_key, format!("{} is larger than 16 MiB", f.display())));
             }
-            Ok(_) => {
-                return Err(InputError::new(g.origin.label(), format!("{} is not a regular file", g.value.display())));
-            }
-            Err(e) => return Err(InputError::new(g.origin.label(), format!("cannot read {}: {e}", g.value.display()))),
+            Ok(_) => return Err(InputError::new(&proto_key, format!("{} is not a regular file", f.display()))),
+            Err(e) => return Err(InputError::new(&proto_key, format!("cannot read {}: {e}", f.display()))),
         }
     }
-    let proto_key = raw.protos[0].origin.label();
     let set = protox::compile(&files, &includes).map_err(|e| InputError::new(&proto_key, one_line(&e.to_string())))?;
     let pool = DescriptorPool::from_file_descriptor_set(set)
         .map_err(|e| InputError::new(&proto_key, one_line(&e.to_string())))?;

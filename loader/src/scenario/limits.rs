@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use super::input::{Raw, RawSlo, RawVerdict};
+use super::options::{RawSlo, RawVerdict};
+use super::raw::Raw;
 use super::values::{count, duration_at_most, fraction, number_in};
 use crate::error::InputError;
 
@@ -168,8 +169,8 @@ impl CapacitySpec {
     pub(crate) fn from_raw(raw: &Raw) -> Result<CapacitySpec, InputError> {
         Ok(CapacitySpec {
             repeat: raw.profile.repeat.as_ref().map_or(Ok(1), |g| count(g, 1, MAX_REPEAT))? as u32,
-            margin: raw.margin.as_ref().map_or(Ok(DEFAULT_MARGIN), |g| number_in(g, 0.6, true, 0.8))?,
-            peak: raw.peak.as_ref().map(|g| number_in(g, 0.0, false, 1e12)).transpose()?,
+            margin: raw.capacity.margin.as_ref().map_or(Ok(DEFAULT_MARGIN), |g| number_in(g, 0.6, true, 0.8))?,
+            peak: raw.capacity.peak.as_ref().map(|g| number_in(g, 0.0, false, 1e12)).transpose()?,
         })
     }
 }

@@ -1,4 +1,6 @@
 //! [`Plan`]: a [`Spec`] with everything resolved — address, encoded requests, phase windows.
+//! The settings that need no resolving stay the spec's: the plan holds its spec and reads as
+//! it, rather than copying each option across.
 //!
 //! Phases are data: every profile becomes a list of back-to-back [`Phase`]s, each a
 //! warm-up, a ramp (rate changing linearly) or a hold (one rate, judged). Names are stable
@@ -6,12 +8,9 @@
 //! spike `base`, `spike` (ramp up), `peak`, `ramp down`, `recovery`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::data::DataSpec;
-use super::limits::{CapacitySpec, SloSpec, VerdictLimits};
 use super::profile::{Profile, ProfileKind};
 use super::request::RequestSpec;
 use super::spec::Spec;
@@ -142,59 +141,40 @@ pub struct PlannedRequest {
     pub filled: Vec<Arc<[u8]>>,
 }
 
-/// A run with every value resolved.
+/// A run with every value resolved: the [`Spec`] it was made from, and what resolving it
+/// gave — the target's address, the encoded requests, the phases, the shard count.
+///
+/// The settings that need no resolving (timeout, pool, limits, criteria, outputs, …) are the
+/// spec's, read through the plan (`plan.timeout` is `plan.spec.timeout`), so an option reaches
+/// the engine without being copied from one struct to the other. Where resolving changes a
+/// value, the plan's own field stands before the spec's of the same name: `target` (the
+/// resolved address), `requests` (encoded), `threads` (a count), `grpc` (whether the requests
+/// are calls).
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The validated run this plan resolves.
+    pub spec: Spec,
     /// Where the load goes.
     pub target: TargetAddr,
     /// The requests, each encoded once as HTTP/1.1 bytes.
     pub requests: Vec<PlannedRequest>,
-    /// The data file the requests are filled from, and how its rows are drawn.
-    pub data: Option<DataSpec>,
-    /// Reuse connections.
-    pub keepalive: bool,
-    /// Stop sending when the target collapses (analysis::live decides).
-    pub emergency_stop: bool,
-    /// The target's resources to sample each second.
-    pub watch: Vec<super::WatchSpec>,
     /// Phases in time order, back to back from offset zero.
     pub phases: Vec<Phase>,
-    /// Keep-alive connections across all shards.
-    pub connections: usize,
     /// Shard threads.
     pub threads: usize,
-    /// Client timeout per request.
-    pub timeout: Duration,
-    /// Wake-up window override.
-    pub wake_window: Option<Duration>,
-    /// Send-ahead window override.
-    pub send_ahead: Option<Duration>,
-    /// Size limits on responses.
-    pub limits: crate::engine::http1::Limits,
-    /// Send non-idempotent requests again after a stale keep-alive connection.
-    pub retry_non_idempotent: bool,
-    /// HTTP/2 with at most this many streams per connection; `None`: HTTP/1.1.
-    pub http2: Option<u32>,
     /// The requests are gRPC calls: the answer's `grpc-status` decides each outcome.
     pub grpc: bool,
-    /// Load the eBPF probes.
-    pub probes: bool,
-    /// Output directory.
-    pub out: Option<PathBuf>,
-    /// Line-per-second progress.
-    pub plain: bool,
     /// The profile's shape.
     pub kind: ProfileKind,
-    /// Break criteria as written (`[slo]`).
-    pub slo: SloSpec,
-    /// Verdict limits (`[verdict]`).
-    pub verdict: VerdictLimits,
-    /// Repeats and the capacity plan.
-    pub capacity: CapacitySpec,
-    /// This machine's part of the run (`--shard`).
-    pub share: Share,
-    /// When the run's zero is, on the wall clock (`--start-at`; `None`: as soon as ready).
-    pub start_at: Option<std::time::SystemTime>,
+}
+
+/// The plan reads as its spec for every setting it does not resolve (see [`Plan`]).
+impl std::ops::Deref for Plan {
+    type Target = Spec;
+
+    fn deref(&self) -> &Spec {
+        &self.spec
+    }
 }
 
 impl Plan {
@@ -248,31 +228,13 @@ impl Plan {
         // Every shard needs at least one connection of its own.
         let threads = spec.threads.unwrap_or(cpus).min(spec.connections);
         Ok(Plan {
+            spec: spec.clone(),
             target: TargetAddr { url: url.to_string(), addr, tls },
             requests,
-            data: spec.data.clone(),
-            keepalive: spec.keepalive,
-            emergency_stop: spec.emergency_stop,
-            watch: spec.watch.clone(),
             phases,
-            connections: spec.connections,
             threads,
-            timeout: spec.timeout,
-            wake_window: spec.wake_window,
-            send_ahead: spec.send_ahead,
-            limits: spec.limits,
-            retry_non_idempotent: spec.retry_non_idempotent,
-            http2: spec.http2,
             grpc: spec.grpc.is_some(),
-            probes: spec.probes,
-            out: spec.out.clone(),
-            plain: spec.plain,
             kind: spec.profile.kind(),
-            slo: spec.slo.clone(),
-            verdict: spec.verdict.clone(),
-            capacity: spec.capacity.clone(),
-            share: spec.share,
-            start_at: spec.start_at,
         })
     }
 

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use super::input::{Given, Origin, Raw, RawProfile};
+use super::input::{Given, Origin};
+use super::options::{RawProfile, Section};
+use super::raw::Raw;
 use super::values::{MAX_DURATION, count, duration, positive_duration, rate, rate_of};
 use crate::error::InputError;
 
@@ -179,6 +181,9 @@ impl Profile {
 /// Defaults that differ for the built-in demo (no URL, no scenario file).
 const DEMO_STEPS: [f64; 4] = [500.0, 1000.0, 2000.0, 4000.0];
 
+/// The `[profile]` keys every kind reads.
+const EVERY_KIND: [&str; 4] = ["kind", "warmup", "warmup_rate", "repeat"];
+
 /// Validate the profile part of `raw` (`demo`: no URL and no file).
 pub(crate) fn from_raw(raw: &Raw, demo: bool) -> Result<Profile, InputError> {
     let p = &raw.profile;
@@ -279,7 +284,7 @@ fn required_rate(raw: &Raw, g: &Option<Given<f64>>, what: &str) -> Result<f64, I
 /// a step's hold or a spike's base holds, `--hold` for a constant run's length).
 fn check_applicable(raw: &Raw, kind: ProfileKind) -> Result<(), InputError> {
     for (key, origin) in raw.profile.present() {
-        if kind.keys().contains(&key) {
+        if EVERY_KIND.contains(&key) || kind.keys().contains(&key) {
             continue;
         }
         let excused = match origin {

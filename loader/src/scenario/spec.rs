@@ -12,13 +12,14 @@ use std::time::Duration;
 use hyper::Uri;
 
 use super::file;
-use super::input::{Given, Origin, Raw, RawRequest};
+use super::input::{Given, Origin};
 use super::limits::{CapacitySpec, SloSpec, VerdictLimits};
+use super::options::RunArgs;
 use super::profile::{self, Profile};
+use super::raw::{Raw, RawRequest};
 use super::request::RequestSpec;
 use super::target::TlsSpec;
 use super::values::{count, duration, duration_at_most, positive_duration, rate, size};
-use crate::cli::RunArgs;
 use crate::error::InputError;
 
 /// Where the load goes.
@@ -117,9 +118,8 @@ fn check_header(g: &Given<impl Sized>, name: &str, value: &str) -> Result<(Strin
     Ok((name.to_string(), value.to_string()))
 }
 
-fn parse_header(g: &Given<String>) -> Result<(String, String), InputError> {
-    let (name, value) =
-        g.value.split_once(':').ok_or_else(|| g.err(format!("expected `Name: value`, got {:?}", g.value)))?;
+fn parse_header(g: &Given<Vec<String>>, line: &str) -> Result<(String, String), InputError> {
+    let (name, value) = line.split_once(':').ok_or_else(|| g.err(format!("expected `Name: value`, got {line:?}")))?;
     check_header(g, name, value)
 }
 
@@ -177,14 +177,15 @@ impl Spec {
     }
 
     fn from_raw(raw: &Raw) -> Result<Spec, InputError> {
-        if let Some(url) = &raw.url {
+        let t = &raw.target;
+        if let Some(url) = &t.url {
             check_url(url)?;
         }
-        let target = match &raw.url {
+        let target = match &t.url {
             Some(url) => Target::Url(url.value.clone()),
             None => Target::BuiltIn,
         };
-        let demo = raw.url.is_none() && raw.file.is_none();
+        let demo = t.url.is_none() && raw.file.is_none();
 
         let profile = profile::from_raw(raw, demo)?;
         let grpc = super::grpc::from_raw(raw)?;
@@ -193,30 +194,28 @@ impl Spec {
         let warmup = p.warmup.as_ref().map_or(Ok(default_warmup), duration)?;
         let warmup_rate = p.warmup_rate.as_ref().map(rate).transpose()?;
 
-        let connections =
-            raw.connections.as_ref().map_or(Ok(DEFAULT_CONNECTIONS as u64), |g| count(g, 1, 1_000_000))?;
-        let threads = raw.threads.as_ref().map(|g| count(g, 1, 4096)).transpose()?;
-        let timeout = raw.timeout.as_ref().map_or(Ok(DEFAULT_TIMEOUT), |g| {
+        let connections = t.connections.as_ref().map_or(Ok(DEFAULT_CONNECTIONS as u64), |g| count(g, 1, 1_000_000))?;
+        let threads = t.threads.as_ref().map(|g| count(g, 1, 4096)).transpose()?;
+        let timeout = t.timeout.as_ref().map_or(Ok(DEFAULT_TIMEOUT), |g| {
             positive_duration(g)?;
             duration_at_most(g, Duration::from_secs(3600), "1 hour")
         })?;
         let wake_window =
-            raw.wake_window.as_ref().map(|g| duration_at_most(g, Duration::from_secs(1), "1 second")).transpose()?;
+            t.wake_window.as_ref().map(|g| duration_at_most(g, Duration::from_secs(1), "1 second")).transpose()?;
         let send_ahead =
-            raw.send_ahead.as_ref().map(|g| duration_at_most(g, Duration::from_millis(10), "10 ms")).transpose()?;
+            t.send_ahead.as_ref().map(|g| duration_at_most(g, Duration::from_millis(10), "10 ms")).transpose()?;
         let defaults = crate::engine::http1::Limits::default();
         let limits = crate::engine::http1::Limits {
-            max_head: raw.max_header.as_ref().map_or(Ok(defaults.max_head as u64), |g| size(g, 1024, 64 << 20))?
-                as usize,
-            max_body: raw.max_body.as_ref().map_or(Ok(defaults.max_body), |g| size(g, 0, 1 << 40))?,
+            max_head: t.max_header.as_ref().map_or(Ok(defaults.max_head as u64), |g| size(g, 1024, 64 << 20))? as usize,
+            max_body: t.max_body.as_ref().map_or(Ok(defaults.max_body), |g| size(g, 0, 1 << 40))?,
         };
 
         Ok(Spec {
             scenario: raw.file.clone(),
-            url_key: raw.url.as_ref().map_or_else(|| "--url".to_string(), |g| g.origin.label()),
+            url_key: t.url.as_ref().map_or_else(|| "--url".to_string(), |g| g.origin.label()),
             requests: grpc_requests(requests(raw)?, grpc.as_ref()),
             target,
-            keepalive: raw.keepalive.as_ref().is_none_or(|g| g.value),
+            keepalive: t.keepalive.as_ref().is_none_or(|g| g.value),
             profile,
             warmup,
             warmup_rate,
@@ -226,21 +225,21 @@ impl Spec {
             wake_window,
             send_ahead,
             limits,
-            retry_non_idempotent: raw.retry_non_idempotent.as_ref().is_some_and(|g| g.value),
+            retry_non_idempotent: t.retry_non_idempotent.as_ref().is_some_and(|g| g.value),
             http2: http2(raw, grpc.is_some())?,
             grpc,
             slo: SloSpec::from_raw(&raw.slo)?,
             verdict: VerdictLimits::from_raw(&raw.verdict)?,
             capacity: CapacitySpec::from_raw(raw)?,
-            probes: raw.probes.as_ref().is_none_or(|g| g.value),
+            probes: raw.verdict.probes.as_ref().is_none_or(|g| g.value),
             emergency_stop: true,
             watch: super::watch::from_raw(raw)?,
-            out: raw.out.as_ref().map(|g| g.value.clone()),
-            plain: raw.plain.as_ref().is_some_and(|g| g.value),
+            out: raw.output.dir.as_ref().map(|g| g.value.clone()),
+            plain: raw.output.plain.as_ref().is_some_and(|g| g.value),
             tls: TlsSpec::default(),
             data: super::data::from_raw(raw)?,
-            share: raw.shard.as_ref().map_or(Ok(Default::default()), super::values::share)?,
-            start_at: raw.start_at.as_ref().map(super::values::instant).transpose()?,
+            share: raw.flags.shard.as_ref().map_or(Ok(Default::default()), super::values::share)?,
+            start_at: raw.flags.start_at.as_ref().map(super::values::instant).transpose()?,
         })
     }
 }
@@ -253,12 +252,20 @@ fn requests(raw: &Raw) -> Result<Vec<RequestSpec>, InputError> {
         let at = entries[MAX_REQUESTS].at.as_ref().map(Origin::label).unwrap_or_default();
         return Err(InputError::new(at, format!("more than {MAX_REQUESTS} [[request]] entries")));
     }
-    let flag_headers = raw.headers.iter().map(parse_header).collect::<Result<Vec<_>, _>>()?;
-    let url_path = raw.url.as_ref().map(|g| url_path(&g.value)).unwrap_or("/");
+    let flag_headers = match &raw.flags.headers {
+        Some(g) => g.value.iter().map(|line| parse_header(g, line)).collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    let user_agent = match &raw.target.user_agent {
+        Some(g) if g.value.trim().is_empty() => return Err(g.err("must not be empty")),
+        Some(g) => Some(check_header(g, "User-Agent", &g.value)?),
+        None => None,
+    };
+    let url_path = raw.target.url.as_ref().map(|g| url_path(&g.value)).unwrap_or("/");
     let mut out: Vec<RequestSpec> = Vec::with_capacity(entries.len());
     let mut names: Vec<(String, Option<&Origin>)> = Vec::new();
     for entry in &entries {
-        let method = method(raw.method.as_ref().or(entry.method.as_ref()))?;
+        let method = method(raw.flags.method.as_ref().or(entry.method.as_ref()))?;
         let path = match &entry.path {
             Some(g) => {
                 let path = g.value.trim();
@@ -275,6 +282,11 @@ fn requests(raw: &Raw) -> Result<Vec<RequestSpec>, InputError> {
         };
         for (name, value) in &flag_headers {
             headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            headers.push((name.clone(), value.clone()));
+        }
+        if let Some((name, value)) = &user_agent
+            && !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
             headers.push((name.clone(), value.clone()));
         }
         let weight = entry.weight.as_ref().map_or(Ok(1), |g| count(g, 1, 1_000_000))? as u32;
@@ -297,7 +309,7 @@ fn requests(raw: &Raw) -> Result<Vec<RequestSpec>, InputError> {
             ));
         }
         names.push((name.clone(), origin));
-        let body = raw.body.as_ref().or(entry.body.as_ref()).map(|g| g.value.clone().into_bytes());
+        let body = raw.flags.body.as_ref().or(entry.body.as_ref()).map(|g| g.value.clone().into_bytes());
         out.push(RequestSpec { name, path, weight, method, headers, body });
     }
     Ok(out)
@@ -324,11 +336,11 @@ fn grpc_requests(mut requests: Vec<RequestSpec>, grpc: Option<&super::grpc::Grpc
 /// `--http2` / `target.http2` with `--max-streams`: the streams per connection, or `None`
 /// for HTTP/1.1. Streams without HTTP/2, or HTTP/2 without keep-alive, are one-line errors.
 fn http2(raw: &Raw, grpc: bool) -> Result<Option<u32>, InputError> {
-    if let Some(g) = raw.http2.as_ref().filter(|g| grpc && !g.value) {
+    if let Some(g) = raw.target.http2.as_ref().filter(|g| grpc && !g.value) {
         return Err(InputError::new(g.origin.label(), "not with --grpc, which is HTTP/2"));
     }
-    let on = grpc || raw.http2.as_ref().is_some_and(|g| g.value);
-    let streams = raw.max_streams.as_ref();
+    let on = grpc || raw.target.http2.as_ref().is_some_and(|g| g.value);
+    let streams = raw.target.max_streams.as_ref();
     if !on {
         if let Some(g) = streams {
             return Err(InputError::new(
@@ -338,7 +350,7 @@ fn http2(raw: &Raw, grpc: bool) -> Result<Option<u32>, InputError> {
         }
         return Ok(None);
     }
-    if let Some(g) = raw.keepalive.as_ref().filter(|g| !g.value) {
+    if let Some(g) = raw.target.keepalive.as_ref().filter(|g| !g.value) {
         return Err(InputError::new(
             g.origin.label(),
             "not with HTTP/2, which multiplexes requests on kept connections",
@@ -505,6 +517,31 @@ mod tests {
         assert_eq!(s.slo.p99, None);
         assert_eq!((s.capacity.repeat, s.capacity.margin, s.capacity.peak), (3, 0.6, Some(12000.0)));
         assert_eq!(s.verdict, VerdictLimits::default());
+    }
+
+    #[test]
+    fn user_agent_is_every_requests_unless_a_request_writes_its_own() {
+        let text = "[target]\nurl = \"http://127.0.0.1:1/\"\nuser_agent = \"probe/1\"\n[[request]]\npath = \"/a\"\n\
+                    [[request]]\npath = \"/b\"\nheaders = { user-agent = \"mine\" }\n[profile]\nrate = 1\n";
+        let s = file(text).unwrap();
+        let ua = |name: &str, value: &str| vec![(name.to_string(), value.to_string())];
+        assert_eq!(s.requests[0].headers, ua("User-Agent", "probe/1"));
+        assert_eq!(s.requests[1].headers, ua("user-agent", "mine"));
+        let flag = RunArgs { user_agent: Some("flag/2".into()), ..Default::default() };
+        let s = Spec::from_scenario_text("s.toml", text, &flag).unwrap();
+        assert_eq!(s.requests[0].headers, ua("User-Agent", "flag/2"), "the flag wins over the file");
+        // On the wire it replaces loader's own.
+        let plan = crate::scenario::Plan::resolve(&s, "http://127.0.0.1:1/").unwrap();
+        let wire = String::from_utf8(plan.requests[0].bytes.clone()).unwrap();
+        assert!(wire.contains("\r\nUser-Agent: flag/2\r\n") && !wire.contains("loader/"), "{wire}");
+        let s = Spec::from_run_args(&args(|a| a.headers = vec!["User-Agent: h".into()])).unwrap();
+        assert_eq!(s.requests[0].headers, ua("User-Agent", "h"), "without --user-agent, a request keeps only its own");
+        assert!(
+            err(args(|a| a.user_agent = Some("a\nb".into()))).starts_with("--user-agent: header User-Agent has a line")
+        );
+        assert!(err(args(|a| a.user_agent = Some(" ".into()))).starts_with("--user-agent: must not be empty"));
+        let got = file_err("[target]\nuser_agent = \"\"\n[profile]\nrate = 1\n");
+        assert!(got.starts_with("s.toml:2:14: target.user_agent: must not be empty"), "{got}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! form (opening them is `crate::watch`'s, before the run starts). A later entry of the same name replaces an
 //! earlier one, so `--watch app=…` overrides the file's `app`.
 
-use super::input::{Given, Raw, RawWatch};
+use super::input::Given;
+use super::raw::{Raw, RawWatch};
 use crate::error::InputError;
 
 /// The sources to watch, in order, each checked.
