@@ -50,6 +50,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness  # noqa: E402  (the parsers bench/run.sh uses)
+from h2 import free_port  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
 PROTO_DIR = os.path.join(ROOT, "tests", "data")
@@ -57,12 +58,6 @@ METHOD = "demo.v1.Echo/Say"
 # SayRequest{name: "x"} in gRPC's length-prefixed framing: h2load's request body.
 GRPC_BODY = bytes([0, 0, 0, 0, 3, 0x0A, 0x01, ord("x")])
 H1_CONNECTIONS, H2_CONNECTIONS, H2_STREAMS = 64, 8, 10
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_listening(port, what):

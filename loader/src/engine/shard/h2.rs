@@ -341,15 +341,11 @@ impl Shard {
     /// stamp of the read that carried their records): feed them all to its frames. False once
     /// the connection is closing.
     pub(super) fn drain_plaintext_h2(&mut self, c: usize, stamp: Option<u64>, now: u64) -> bool {
-        let Some(mode) = self.h2.as_mut() else { return false };
-        let mut events = std::mem::take(&mut mode.events);
         let conn = &mut self.conns[c];
-        let (Some(tls), Some(link)) = (conn.tls.as_mut(), conn.h2.as_mut()) else {
-            if let Some(mode) = self.h2.as_mut() {
-                mode.events = events;
-            }
+        let (Some(mode), Some(tls), Some(link)) = (self.h2.as_mut(), conn.tls.as_mut(), conn.h2.as_mut()) else {
             return false;
         };
+        let mut events = std::mem::take(&mut mode.events);
         let before = link.wire.retiring();
         let mut fed = Ok(());
         while fed.is_ok()

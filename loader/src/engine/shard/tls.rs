@@ -180,19 +180,21 @@ impl Shard {
     }
 
     fn on_handshake_done(&mut self, c: usize) {
+        let h2 = self.h2.as_ref().map(|m| m.h2.grpc);
         let conn = &mut self.conns[c];
         let Some(tls) = conn.tls.as_mut() else { return };
         tls.handshaking = false;
+        if h2.is_some() && tls.session.alpn_protocol() != Some(b"h2") {
+            // The server agreed on no protocol: as one that refused `h2` (one handshake
+            // counted, as failed).
+            let now = self.clock.now_ns();
+            self.refused_h2(c, now);
+            return;
+        }
         let resumed = tls.session.handshake_kind() == Some(HandshakeKind::Resumed);
         tls::mark_handshake_end(tls, if resumed { tls_outcome::RESUMED } else { tls_outcome::FULL });
         self.record.tls.on_handshake(tls.handshake_started.elapsed().as_nanos() as u64, resumed);
-        if let Some(grpc) = self.h2.as_ref().map(|m| m.h2.grpc) {
-            if tls.session.alpn_protocol() != Some(b"h2") {
-                let now = self.clock.now_ns();
-                self.handshake_failed(c, || NO_H2.into());
-                self.fail_request(c, ErrorClass::Connect, Cow::Borrowed(NO_H2), now);
-                return;
-            }
+        if let Some(grpc) = h2 {
             self.connected_h2(c, grpc);
             return;
         }
@@ -256,10 +258,7 @@ impl Shard {
     fn tls_failed(&mut self, c: usize, now: u64, e: &rustls::Error) {
         let no_h2 = rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol);
         if self.h2.is_some() && *e == no_h2 {
-            // The server refused ALPN `h2`: say what to do, as a handshake that agreed on
-            // no protocol does.
-            self.handshake_failed(c, || NO_H2.into());
-            self.fail_request(c, ErrorClass::Connect, Cow::Borrowed(NO_H2), now);
+            self.refused_h2(c, now);
             return;
         }
         let class = if self.conns[c].state == State::Handshaking {
@@ -269,6 +268,13 @@ impl Shard {
             ErrorClass::Protocol
         };
         self.fail_request(c, class, Cow::Owned(format!("TLS: {e}")), now);
+    }
+
+    /// The server did not agree to ALPN `h2` on an `--http2` run: the connection could not be
+    /// opened (`connect`, a failed handshake), and the detail says what to do.
+    fn refused_h2(&mut self, c: usize, now: u64) {
+        self.handshake_failed(c, || NO_H2.into());
+        self.fail_request(c, ErrorClass::Connect, Cow::Borrowed(NO_H2), now);
     }
 
     /// The handshake of connection `c` failed: count it, keep the first reason, and tell the
