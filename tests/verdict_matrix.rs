@@ -588,6 +588,7 @@ fn ephemeral_port_exhaustion_invalidates_on_the_loader_side() {
         )
         .note(format!("range {range}, connect errors {connect_errors}, failed connects (probe) {failed_connects}"))
         .untrusted_on("loader", &["ephemeral_ports", "ports_exhausted"])
+        .no_target_blame(&["connect_failures"])
         .finish();
 }
 

@@ -57,16 +57,24 @@ pub fn judge(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
             format!("the target reset {} loader connections", r.received),
         ));
     }
+    // A connect that finds no local port (EADDRNOTAVAIL) enters SYN_SENT before the kernel
+    // looks for one and leaves it for CLOSE, so the probe counts it failed too: those are the
+    // loader's (`ports_exhausted` names them), and only the rest can be the target's.
     if let Some(c) = &s.probes.connect_ms
-        && c.failed > 0
+        && c.failed > s.run.connect_no_port
     {
+        let theirs = c.failed - s.run.connect_no_port;
+        let own = match s.run.connect_no_port {
+            0 => String::new(),
+            n => format!("; {n} more were the loader's own, for want of a local port"),
+        };
         reasons.push(reason(
             "connect_failures",
             TARGET,
             false,
-            c.failed as f64,
+            theirs as f64,
             None,
-            format!("{} loader connects failed in the kernel (refused or timed out)", c.failed),
+            format!("{theirs} loader connects failed in the kernel (refused or timed out){own}"),
         ));
     }
     completeness(s, limits, reasons);

@@ -112,6 +112,18 @@ fn the_loader_short_of_ports_invalidates_whoever_holds_them() {
     s.run.connect_no_port = 40;
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["ports_exhausted"]));
+    // The probe counts each of those connects failed (SYN_SENT, then CLOSE, with no port):
+    // the loader's, not the target's (CI's port-exhaustion row noted them on the target).
+    s.probes.connect_ms = Some(crate::summary::ConnectMs { p50: 0.05, p99: 0.2, max: 0.3, count: 300, failed: 40 });
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["ports_exhausted"]));
+    // Refused connects beside them are the target's, and only those are counted on its side.
+    s.probes.connect_ms.as_mut().unwrap().failed = 55;
+    let v = judge(&s, &Limits::default());
+    let theirs = v.reasons.iter().find(|r| r.code == "connect_failures").expect("a connect_failures note");
+    assert_eq!((theirs.side.as_str(), theirs.value, theirs.invalidates), ("target", Some(15.0), false));
+    assert!(theirs.detail.contains("40 more were the loader's own"), "{}", theirs.detail);
+    s.probes.connect_ms = None;
     s.run.connect_no_port = 0;
     assert_eq!(codes(&judge(&s, &Limits::default())), ["host_ephemeral_ports"]);
     s.probes.ephemeral_ports_max_ratio = Some(0.7);
