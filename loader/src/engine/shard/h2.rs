@@ -154,9 +154,22 @@ impl Shard {
         self.flush_streams();
     }
 
-    /// The open connection with the fewest streams of ours and one free.
+    /// The connection this turn last queued a stream on, while it has a stream free and its
+    /// answers keep their own stamps however they arrive (followed by segment): the requests
+    /// of one wake-up then leave in one segment. Otherwise the open connection with the
+    /// fewest streams of ours and one free.
     fn pick_stream(&self) -> Option<usize> {
-        let max = self.h2.as_ref()?.h2.max_streams;
+        let mode = self.h2.as_ref()?;
+        let max = mode.h2.max_streams;
+        if let Some(&c) = mode.dirty.last() {
+            let conn = &self.conns[c];
+            if conn.state == State::Idle
+                && conn.followed.is_some()
+                && conn.h2.as_ref().is_some_and(|link| link.wire.free(max) > 0)
+            {
+                return Some(c);
+            }
+        }
         let mut best: Option<(usize, u32)> = None;
         for (c, conn) in self.conns.iter().enumerate() {
             let Some(link) = conn.h2.as_ref().filter(|_| conn.state == State::Idle) else { continue };
