@@ -344,15 +344,21 @@ fn answers_keep_their_arrival(main: &serde_json::Value) {
 }
 
 /// As root (else `None`, skipped with the reason printed): a 3 s run of `args` at 2,000 req/s
-/// against `loader target --http2 --delay 2ms`, with the probes on and following every
+/// against `loader target --http2 --delay 2ms` (with `--tls` when `args` has `--insecure`),
+/// with the probes on and following every
 /// connection's segments: all 6,000 answers, at least 99 % stamped by their segment, none let go.
 /// The summary and the shard's sleeps.
 fn run_followed_by_segment(test: &str, name: &str, args: &[&str]) -> Option<(serde_json::Value, u64)> {
     common::root_or_skip(test)?;
-    let target = Target::start(&["--http2", "--delay", "2ms"]);
+    let tls = args.contains(&"--insecure");
+    let target = match tls {
+        true => Target::start(&["--http2", "--tls", "--delay", "2ms"]),
+        false => Target::start(&["--http2", "--delay", "2ms"]),
+    };
+    let url = if tls { format!("https://{}/", target.addr) } else { target.url() };
     let out = out_dir(name);
     let _one = common::one_run_at_a_time();
-    let (s, sleeps) = run_counting_sleeps(&target.url(), args, &out);
+    let (s, sleeps) = run_counting_sleeps(&url, args, &out);
     assert_eq!(s["probes"]["available"], true, "the probes run as root: {}", s["probes"]["unavailable_reason"]);
     let main = phase(&s, "main");
     assert_eq!(u(&main["ok"]), 6000, "{main}");
@@ -376,6 +382,20 @@ fn answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_sh
     let test = "answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_shard";
     let args = ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "1"];
     let Some((s, sleeps)) = run_followed_by_segment(test, "h2-segments", &args) else { return };
+    let main = phase(&s, "main");
+    let per_request = sleeps as f64 / 6000.0;
+    assert!(per_request < 1.4, "the shard slept {sleeps} times for 6,000 requests ({per_request:.2} each)");
+    answers_keep_their_arrival(main);
+}
+
+/// The same over TLS: the segment record counts ciphertext, so the shard feeds rustls one TLS
+/// record at a time and stamps each answer with the arrival of its record's last byte. Before
+/// (TLS not followed), the shard woke for each answer on a connection carrying several streams.
+#[test]
+fn answers_sharing_a_tls_connection_keep_their_time_by_record_without_waking_the_shard() {
+    let test = "answers_sharing_a_tls_connection_keep_their_time_by_record_without_waking_the_shard";
+    let args = ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "1", "--insecure"];
+    let Some((s, sleeps)) = run_followed_by_segment(test, "h2-tls-segments", &args) else { return };
     let main = phase(&s, "main");
     let per_request = sleeps as f64 / 6000.0;
     assert!(per_request < 1.4, "the shard slept {sleeps} times for 6,000 requests ({per_request:.2} each)");

@@ -282,8 +282,12 @@ fn run_once(
             [plan.slo.p95, plan.slo.p99].into_iter().flatten().map(|d| d.as_secs_f64() * 1000.0).reduce(f64::min);
         let p = crate::health::preflight::measure(preflight, plan.threads, slo_ms);
         println!(
-            "loader: pre-flight: 1 ms sleeps woke {:.0}/{:.0}/{:.0} µs late (p50/p99/max) on {} thread(s)",
-            p.late_p50_us, p.late_p99_us, p.late_max_us, p.threads
+            "loader: pre-flight: {} ms sleeps woke {:.0}/{:.0}/{:.0} µs late (p50/p99/max) on {} thread(s)",
+            crate::health::preflight::SLEEP.as_millis(),
+            p.late_p50_us,
+            p.late_p99_us,
+            p.late_max_us,
+            p.threads
         );
         if let Some(w) = &p.warning {
             eprintln!("loader: warning: {w}");
@@ -295,8 +299,8 @@ fn run_once(
             let loaded = if !plan.probes {
                 Err("disabled with --no-probes".to_string())
             } else {
-                // h2c answers are stamped by segment (see `engine::segments`).
-                let segments = plan.http2.is_some() && plan.target.tls.is_none();
+                // HTTP/2 answers are stamped by segment (see `engine::segments`).
+                let segments = plan.http2.is_some();
                 Probes::start_with_segments(std::process::id(), segments).map(Box::new).map_err(|e| {
                     let why = crate::error::one_line(&e);
                     eprintln!("loader: probes unavailable: {why}");

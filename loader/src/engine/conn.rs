@@ -82,7 +82,7 @@ pub struct Conn {
     pub tls: Option<Box<Tls>>,
     /// HTTP/2 state (`--http2` runs only), while the socket is open.
     pub(in crate::engine) h2: Option<Box<H2Link>>,
-    /// The socket's segments followed by the probes (h2c runs with probes), and how many
+    /// The socket's segments followed by the probes (HTTP/2 runs with probes), and how many
     /// reads in a row the record disagreed with ([`super::segments`]).
     pub(in crate::engine) followed: Option<super::segments::Followed>,
     pub(in crate::engine) followed_misses: u8,

@@ -120,6 +120,57 @@ pub struct Tls {
     pub handshaking: bool,
     /// When the TCP connect completed (the handshake's start).
     pub handshake_started: Instant,
+    /// Ciphertext bytes read from this socket so far (the probes' segment record counts the
+    /// same bytes).
+    pub received: u64,
+    /// Where the records those bytes carry begin and end.
+    pub records: Records,
+    /// The socket offset where the record just fed to rustls ended, while the read that
+    /// brought it agreed with the segment record: its answers arrived with that byte.
+    pub record_end: Option<u64>,
+}
+
+/// Where TLS records begin and end in the byte stream, from their 5-byte headers (type,
+/// version, length), so that rustls can be fed one record at a time and each answer's last
+/// byte found on the wire: the plaintext a record yields exists only once its last byte did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Records {
+    /// Bytes of the current record's body still to come (0: at a header).
+    left: usize,
+    /// The header read so far.
+    header: [u8; 5],
+    have: u8,
+}
+
+impl Records {
+    /// How many of `avail`'s bytes reach at most the end of the current record (its header
+    /// first, if one is due), taken as read.
+    pub fn take(&mut self, avail: &[u8]) -> usize {
+        let mut n = 0;
+        if self.left == 0 {
+            while usize::from(self.have) < self.header.len() && n < avail.len() {
+                self.header[usize::from(self.have)] = avail[n];
+                self.have += 1;
+                n += 1;
+            }
+            if usize::from(self.have) < self.header.len() {
+                return n;
+            }
+            self.have = 0;
+            self.left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
+            if self.left == 0 {
+                return n;
+            }
+        }
+        let body = (avail.len() - n).min(self.left);
+        self.left -= body;
+        n + body
+    }
+
+    /// The bytes taken so far end a record.
+    pub fn at_end(&self) -> bool {
+        self.left == 0 && self.have == 0
+    }
 }
 
 impl Tls {
@@ -132,6 +183,9 @@ impl Tls {
             sending: false,
             handshaking: true,
             handshake_started: Instant::now(),
+            received: 0,
+            records: Records::default(),
+            record_end: None,
         })
     }
 
@@ -143,6 +197,9 @@ impl Tls {
         self.sending = false;
         self.handshaking = true;
         self.handshake_started = Instant::now();
+        self.received = 0;
+        self.records = Records::default();
+        self.record_end = None;
     }
 
     /// Move everything rustls wants to send into `out`; false if there is nothing (or a
@@ -264,6 +321,35 @@ impl ServerCertVerifier for AcceptAnyCertificate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records of bodies 3, 0 and 4 bytes, split at every possible pair of cut points: the
+    /// chunks taken end exactly at each record's end, wherever the reads end.
+    #[test]
+    fn records_are_cut_at_their_ends_however_the_reads_split_them() {
+        let stream: Vec<u8> =
+            [&[23, 3, 3, 0, 3][..], &[1, 2, 3], &[23, 3, 3, 0, 0], &[23, 3, 3, 0, 4], &[4, 5, 6, 7]].concat();
+        let ends = [8, 13, 22];
+        for a in 0..=stream.len() {
+            for b in a..=stream.len() {
+                let mut records = Records::default();
+                let mut at = 0;
+                let mut seen = Vec::new();
+                for read in [&stream[..a], &stream[a..b], &stream[b..]] {
+                    let mut off = 0;
+                    while off < read.len() {
+                        let n = records.take(&read[off..]);
+                        assert!(n > 0, "progress at {at}");
+                        off += n;
+                        at += n;
+                        if records.at_end() {
+                            seen.push(at);
+                        }
+                    }
+                }
+                assert_eq!(seen, ends, "reads cut at {a} and {b}");
+            }
+        }
+    }
 
     #[test]
     fn every_verification_mode_builds_and_names_ip_literals() {

@@ -1,4 +1,4 @@
-//! `rx_segments` (`tcp:tcp_probe`): the record of each data segment the run's h2c
+//! `rx_segments` (`tcp:tcp_probe`): the record of each data segment the run's HTTP/2
 //! connections receive, handed to the engine as [`Segments`] so an answer read late keeps
 //! the arrival of the segment that carried its last byte (`engine::segments`).
 //!

@@ -13,10 +13,10 @@
 //!   is attributed to the pool exactly as a wait for an HTTP/1.1 connection is.
 //! - **Sleeping through answers.** With a send coming, a stream free and no connection
 //!   carrying two streams, the shard sleeps and reads the answers when it wakes; each stream
-//!   ends at the kernel's receive stamp of the read that carried it. With the probes on, an
-//!   h2c connection's segments are followed, so answers sharing a connection keep their own
-//!   arrival too (`engine/shard/stamps.rs`); over TLS the record counts ciphertext, so a
-//!   connection carrying two streams or more is read as its answers come.
+//!   ends at the kernel's receive stamp of the read that carried it. With the probes on, each
+//!   connection's segments are followed, so answers sharing a connection keep their own
+//!   arrival too (`engine/shard/stamps.rs`; over TLS by the record each answer ended in);
+//!   without them a connection carrying two streams or more is read as its answers come.
 //! - **GOAWAY and REFUSED_STREAM.** A request the server says it did not process (a stream
 //!   above a graceful GOAWAY's last stream id, or reset with REFUSED_STREAM) is sent again on
 //!   another connection before its deadline — never counted twice; the connection that went

@@ -390,7 +390,7 @@ impl Shard {
             mode.replace += 1;
         }
         let mut arrivals = std::mem::take(&mut mode.arrivals);
-        self.arrivals(c, stamp, now, &mut arrivals);
+        self.arrivals(c, stamp, now, events.len(), &mut arrivals);
         for (i, e) in events.drain(..).enumerate() {
             self.on_stream_end(e, stamp, arrivals.get(i).copied().flatten(), now);
         }

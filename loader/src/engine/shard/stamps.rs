@@ -1,5 +1,9 @@
-//! Each h2c answer's arrival from the probes' segment record (`engine::segments`), so the
+//! Each HTTP/2 answer's arrival from the probes' segment record (`engine::segments`), so the
 //! shard can sleep through answers on a connection that carries several streams.
+//!
+//! Over TLS the record counts ciphertext: the shard feeds rustls one TLS record at a time
+//! (`tls::Records`), and every answer a record ends arrived with the record's last byte — its
+//! plaintext did not exist before. The agreement below is checked once per read there.
 //!
 //! A socket is followed from its creation (before it connects, so the record counts every
 //! byte the connection receives, as the frame reader does) until it closes. After each read
@@ -16,14 +20,9 @@ use crate::engine::segments::AGREE_NS;
 const MISSES: u8 = 2;
 
 impl Shard {
-    /// Follow the new socket of `c` (h2c with the probes loaded); best effort.
+    /// Follow the new socket of `c` (HTTP/2 with the probes loaded); best effort.
     pub(super) fn follow_segments(&mut self, c: usize) {
         let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.as_ref()) else { return };
-        // Over TLS the record's byte counts are ciphertext, the frames' plaintext: not followed
-        // (a connection with two streams or more is read as its answers come).
-        if self.tls.is_some() {
-            return;
-        }
         let conn = &mut self.conns[c];
         conn.followed = segments.follow(conn.raw_fd());
         conn.followed_misses = 0;
@@ -38,16 +37,50 @@ impl Shard {
         }
     }
 
-    /// The arrivals (run clock) of the answers the last read on `c` ended, one per event in
-    /// `wire.ends`, into `out`; left empty when `c` is not followed or the record does not
-    /// agree with `stamp`, the read's kernel stamp.
-    pub(super) fn arrivals(&mut self, c: usize, stamp: Option<u64>, now: u64, out: &mut Vec<Option<u64>>) {
+    /// The arrivals (run clock) of the `ended` answers the last read on `c` ended (h2c: one
+    /// per event in `wire.ends`), into `out`; left empty when `c` is not followed or the
+    /// record does not agree with `stamp`, the read's kernel stamp.
+    pub(super) fn arrivals(
+        &mut self,
+        c: usize,
+        stamp: Option<u64>,
+        now: u64,
+        ended: usize,
+        out: &mut Vec<Option<u64>>,
+    ) {
         out.clear();
         let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.as_deref()) else { return };
-        let conn = &mut self.conns[c];
+        let conn = &self.conns[c];
         let (Some(followed), Some(link)) = (conn.followed, conn.h2.as_ref()) else { return };
         let clock = self.clock;
-        let last = segments.arrival(followed, link.wire.fed()).map(|at| clock.of_monotonic(at));
+        if let Some(tls) = conn.tls.as_ref() {
+            // Checked against the read's stamp as it came in (`read_agrees`).
+            let Some(end) = tls.record_end else { return };
+            let at = segments.arrival(followed, end).map(|at| clock.of_monotonic(at));
+            out.resize(ended, at);
+            return;
+        }
+        let fed = link.wire.fed();
+        if !self.read_agrees(c, fed, stamp, now) {
+            return;
+        }
+        let (Some(segments), Some(link)) =
+            (self.h2.as_ref().and_then(|m| m.segments.as_deref()), self.conns[c].h2.as_ref())
+        else {
+            return;
+        };
+        out.extend(link.wire.ends.iter().map(|&end| segments.arrival(followed, end).map(|at| clock.of_monotonic(at))));
+    }
+
+    /// Whether the record's arrival for byte `end` of `c` (a read's last) agrees with
+    /// `stamp`, the read's kernel stamp; two reads in a row that do not, and `c` is no longer
+    /// followed.
+    pub(super) fn read_agrees(&mut self, c: usize, end: u64, stamp: Option<u64>, now: u64) -> bool {
+        let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.as_deref()) else { return false };
+        let conn = &mut self.conns[c];
+        let Some(followed) = conn.followed else { return false };
+        let clock = self.clock;
+        let last = segments.arrival(followed, end).map(|at| clock.of_monotonic(at));
         let read = stamp.map(|s| self.realtime.run_time(s, 0, now));
         if !matches!((last, read), (Some(a), Some(b)) if a.abs_diff(b) <= AGREE_NS) {
             conn.followed_misses += 1;
@@ -56,9 +89,9 @@ impl Shard {
                 conn.followed = None;
                 segments.release(followed);
             }
-            return;
+            return false;
         }
         conn.followed_misses = 0;
-        out.extend(link.wire.ends.iter().map(|&end| segments.arrival(followed, end).map(|at| clock.of_monotonic(at))));
+        true
     }
 }

@@ -149,12 +149,28 @@ impl Shard {
             self.fail_request(c, ErrorClass::Protocol, Cow::Borrowed("receive buffer without a readable layout"), now);
             return;
         };
+        // A followed HTTP/2 connection's records go to rustls one at a time, so that each
+        // answer is stamped with the arrival of its record's last byte (`stamps.rs`).
+        let by_record = self.conns[c].followed.is_some();
+        let read_end = self.conns[c].tls.as_ref().map_or(0, |tls| tls.received) + range.len() as u64;
+        let agreed = by_record && self.conns[c].h2.is_some() && self.read_agrees(c, read_end, stamp, now);
         let mut off = range.start;
         while off < range.end {
             let Some(tls) = self.conns[c].tls.as_mut() else { return };
-            let mut wire = &self.bufs.get(bid, range.end)[off..];
+            let all = &self.bufs.get(bid, range.end)[off..];
+            let mut wire = match by_record {
+                true => &all[..{ tls.records }.take(all)],
+                false => all,
+            };
             match tls.session.read_tls(&mut wire) {
-                Ok(n) if n > 0 => off += n,
+                Ok(n) if n > 0 => {
+                    off += n;
+                    tls.received += n as u64;
+                    if by_record {
+                        tls.records.take(&all[..n]);
+                        tls.record_end = (agreed && tls.records.at_end()).then_some(tls.received);
+                    }
+                }
                 _ => {
                     self.fail_request(c, ErrorClass::Protocol, Cow::Borrowed("TLS: could not take more records"), now);
                     return;
