@@ -19,8 +19,9 @@ Rates: each of --rates (default 1000,10000,25000), and `max`: the peer closed lo
 maximum, then the loader open loop at the rate the peer reached in that round. Rounds
 interleave everything (round → path → rate → tool), so the host's drift hits every tool alike.
 The figure compared is answered requests per CPU-second of the tool (user + system time of it
-and its threads, getrusage of the child; the loader's 1 s warm-up included, as its CPU time
-covers it; the loader runs with its probes on, as root, and its default pacing). Each loader
+and its threads, getrusage of the child; the loader at its defaults — its 2 s pre-flight
+check and its probes' start-up included, as its CPU time covers them — with its probes on,
+as root, and its default pacing; one shard, as each peer runs one thread). Each loader
 run's verdict is kept. The table prints the medians over rounds: the best peer's figure, the
 loader's, their ratio, both p99s, and the loader's verdicts.
 
@@ -258,7 +259,7 @@ class Bench:
     def loader(self, path, rate, url, out_dir, log, extra=()):
         a = self.a
         cmd = [a.loader, "run", "--url", url, "--rate", str(int(rate)), "--duration", f"{a.duration}s",
-               "--threads", "1", "--warmup", "1s", "--preflight", "0s", "--no-emergency-stop", "--plain",
+               "--threads", "1", "--no-emergency-stop", "--plain",
                "--out", out_dir]
         if path in ("http1", "https"):
             cmd += ["--connections", str(H1_CONNECTIONS)]

@@ -6,7 +6,7 @@
 //!
 //! Evidence, both measured on the run's own thread count:
 //!
-//! - the pre-flight check (`health::preflight`): p99 lateness of 1 ms sleeps, before the run;
+//! - the pre-flight check (`health::preflight`): p99 lateness of its sleeps (4 ms each), before the run;
 //! - the run's own timer wake-ups (`loader.wake_late_us`): p99 lateness of the shards' sleeps
 //!   that ended on their timer — unless the probes show that run-queue delay explains it
 //!   (the shards' run-queue p99 at least half of it): that is contention, which the

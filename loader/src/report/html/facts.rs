@@ -273,7 +273,8 @@ pub fn metadata(s: &Summary) -> String {
             "pre-flight noise check",
             s.preflight.as_ref().map_or("skipped".into(), |p| {
                 format!(
-                    "1 ms sleeps woke {} / {} / {} µs late (p50/p99/max) on {} thread(s)",
+                    "{} sleeps woke {} / {} / {} µs late (p50/p99/max) on {} thread(s)",
+                    p.wakeups,
                     num(p.late_p50_us),
                     num(p.late_p99_us),
                     num(p.late_max_us),
