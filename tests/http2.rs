@@ -301,13 +301,19 @@ fn the_http2_shard_over_tls_sleeps_through_answers_and_keeps_their_time() {
     sleeps_through_answers(true);
 }
 
-fn sleeps_through_answers(tls: bool) {
+/// `loader target --http2 --delay 2ms`, over TLS when `tls`, and its URL.
+fn delayed_target(tls: bool) -> (Target, String) {
     let target = match tls {
         true => Target::start(&["--http2", "--tls", "--delay", "2ms"]),
         false => Target::start(&["--http2", "--delay", "2ms"]),
     };
-    let out = out_dir(if tls { "h2-tls-quiet" } else { "h2-quiet" });
     let url = if tls { format!("https://{}/", target.addr) } else { target.url() };
+    (target, url)
+}
+
+fn sleeps_through_answers(tls: bool) {
+    let (_target, url) = delayed_target(tls);
+    let out = out_dir(if tls { "h2-tls-quiet" } else { "h2-quiet" });
     let mut args = vec!["--rate", "1000", "--duration", "3s", "--connections", "4", "--no-probes"];
     if tls {
         args.push("--insecure");
@@ -344,21 +350,19 @@ fn answers_keep_their_arrival(main: &serde_json::Value) {
 }
 
 /// As root (else `None`, skipped with the reason printed): a 3 s run of `args` at 2,000 req/s
-/// against `loader target --http2 --delay 2ms` (with `--tls` when `args` has `--insecure`),
-/// with the probes on and following every
-/// connection's segments: all 6,000 answers, at least 99 % stamped by their segment, none let go.
-/// The summary and the shard's sleeps.
-fn run_followed_by_segment(test: &str, name: &str, args: &[&str]) -> Option<(serde_json::Value, u64)> {
+/// against `loader target --http2 --delay 2ms` (over TLS when `tls`), with the probes on and
+/// following every connection's segments: all 6,000 answers, at least 99 % stamped by their
+/// segment, none let go. The summary and the shard's sleeps.
+fn run_followed_by_segment(test: &str, name: &str, tls: bool, args: &[&str]) -> Option<(serde_json::Value, u64)> {
     common::root_or_skip(test)?;
-    let tls = args.contains(&"--insecure");
-    let target = match tls {
-        true => Target::start(&["--http2", "--tls", "--delay", "2ms"]),
-        false => Target::start(&["--http2", "--delay", "2ms"]),
-    };
-    let url = if tls { format!("https://{}/", target.addr) } else { target.url() };
+    let (_target, url) = delayed_target(tls);
+    let mut args = args.to_vec();
+    if tls {
+        args.push("--insecure");
+    }
     let out = out_dir(name);
     let _one = common::one_run_at_a_time();
-    let (s, sleeps) = run_counting_sleeps(&url, args, &out);
+    let (s, sleeps) = run_counting_sleeps(&url, &args, &out);
     assert_eq!(s["probes"]["available"], true, "the probes run as root: {}", s["probes"]["unavailable_reason"]);
     let main = phase(&s, "main");
     assert_eq!(u(&main["ok"]), 6000, "{main}");
@@ -379,13 +383,7 @@ fn run_followed_by_segment(test: &str, name: &str, args: &[&str]) -> Option<(ser
 /// the latency stays the target's 2 ms though answers are read up to 0.5 ms after they came.
 #[test]
 fn answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_shard() {
-    let test = "answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_shard";
-    let args = ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "1"];
-    let Some((s, sleeps)) = run_followed_by_segment(test, "h2-segments", &args) else { return };
-    let main = phase(&s, "main");
-    let per_request = sleeps as f64 / 6000.0;
-    assert!(per_request < 1.4, "the shard slept {sleeps} times for 6,000 requests ({per_request:.2} each)");
-    answers_keep_their_arrival(main);
+    sharing_a_connection("answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_shard", false);
 }
 
 /// The same over TLS: the segment record counts ciphertext, so the shard feeds rustls one TLS
@@ -393,9 +391,15 @@ fn answers_sharing_a_connection_keep_their_time_by_segment_without_waking_the_sh
 /// (TLS not followed), the shard woke for each answer on a connection carrying several streams.
 #[test]
 fn answers_sharing_a_tls_connection_keep_their_time_by_record_without_waking_the_shard() {
-    let test = "answers_sharing_a_tls_connection_keep_their_time_by_record_without_waking_the_shard";
-    let args = ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "1", "--insecure"];
-    let Some((s, sleeps)) = run_followed_by_segment(test, "h2-tls-segments", &args) else { return };
+    sharing_a_connection("answers_sharing_a_tls_connection_keep_their_time_by_record_without_waking_the_shard", true);
+}
+
+/// Ten streams on one connection at 2,000 req/s: about one sleep per request, and the
+/// answers keep their arrival.
+fn sharing_a_connection(test: &str, tls: bool) {
+    let args = ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "1"];
+    let name = if tls { "h2-tls-segments" } else { "h2-segments" };
+    let Some((s, sleeps)) = run_followed_by_segment(test, name, tls, &args) else { return };
     let main = phase(&s, "main");
     let per_request = sleeps as f64 / 6000.0;
     assert!(per_request < 1.4, "the shard slept {sleeps} times for 6,000 requests ({per_request:.2} each)");
@@ -413,7 +417,7 @@ fn ten_millisecond_rounds_keep_every_answer_on_its_segment() {
     let test = "ten_millisecond_rounds_keep_every_answer_on_its_segment";
     let args =
         ["--max-streams", "10", "--rate", "2000", "--duration", "3s", "--connections", "4", "--send-ahead", "10ms"];
-    let Some((s, sleeps)) = run_followed_by_segment(test, "h2-rounds", &args) else { return };
+    let Some((s, sleeps)) = run_followed_by_segment(test, "h2-rounds", false, &args) else { return };
     let main = phase(&s, "main");
     assert!(u(&main["sent_ahead"]) >= 4800, "most sends leave early in their round: {main}");
     let per_request = sleeps as f64 / 6000.0;

@@ -49,38 +49,37 @@ impl Shard {
         out: &mut Vec<Option<u64>>,
     ) {
         out.clear();
-        let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.as_deref()) else { return };
         let conn = &self.conns[c];
-        let (Some(followed), Some(link)) = (conn.followed, conn.h2.as_ref()) else { return };
-        let clock = self.clock;
+        let (Some(_), Some(link)) = (conn.followed, conn.h2.as_ref()) else { return };
         if let Some(tls) = conn.tls.as_ref() {
             // Checked against the read's stamp as it came in (`read_agrees`).
-            let Some(end) = tls.record_end else { return };
-            let at = segments.arrival(followed, end).map(|at| clock.of_monotonic(at));
-            out.resize(ended, at);
+            if let Some(end) = tls.record_end {
+                out.resize(ended, self.arrival_of(c, end));
+            }
             return;
         }
         let fed = link.wire.fed();
-        if !self.read_agrees(c, fed, stamp, now) {
-            return;
+        if self.read_agrees(c, fed, stamp, now)
+            && let Some(link) = self.conns[c].h2.as_ref()
+        {
+            out.extend(link.wire.ends.iter().map(|&end| self.arrival_of(c, end)));
         }
-        let (Some(segments), Some(link)) =
-            (self.h2.as_ref().and_then(|m| m.segments.as_deref()), self.conns[c].h2.as_ref())
-        else {
-            return;
-        };
-        out.extend(link.wire.ends.iter().map(|&end| segments.arrival(followed, end).map(|at| clock.of_monotonic(at))));
+    }
+
+    /// When the segment carrying byte `byte` of `c` arrived (run clock), by the record.
+    fn arrival_of(&self, c: usize, byte: u64) -> Option<u64> {
+        let segments = self.h2.as_ref()?.segments.as_deref()?;
+        segments.arrival(self.conns[c].followed?, byte).map(|at| self.clock.of_monotonic(at))
     }
 
     /// Whether the record's arrival for byte `end` of `c` (a read's last) agrees with
     /// `stamp`, the read's kernel stamp; two reads in a row that do not, and `c` is no longer
     /// followed.
     pub(super) fn read_agrees(&mut self, c: usize, end: u64, stamp: Option<u64>, now: u64) -> bool {
+        let last = self.arrival_of(c, end);
         let Some(segments) = self.h2.as_ref().and_then(|m| m.segments.as_deref()) else { return false };
         let conn = &mut self.conns[c];
         let Some(followed) = conn.followed else { return false };
-        let clock = self.clock;
-        let last = segments.arrival(followed, end).map(|at| clock.of_monotonic(at));
         let read = stamp.map(|s| self.realtime.run_time(s, 0, now));
         if !matches!((last, read), (Some(a), Some(b)) if a.abs_diff(b) <= AGREE_NS) {
             conn.followed_misses += 1;
