@@ -11,6 +11,7 @@ use aya::{
 
 use super::ReadError;
 use super::Unavailable;
+use super::batch::{self, PerCpuSlots};
 
 /// The `LOST` array (`probes_ebpf::lost` slots), shared by every kernel program.
 pub(crate) struct LostCounters(pub(crate) PerCpuArray<MapData, u64>);
@@ -32,7 +33,14 @@ pub(crate) fn take_per_cpu_array(
 
 /// Slots `0..slots` of a per-CPU `u64` array, each summed over CPUs (saturating).
 pub(crate) fn read_sums(map: &PerCpuArray<MapData, u64>, slots: u32) -> Result<Vec<u64>, MapError> {
-    (0..slots).map(|index| Ok(sum(&map.get(&index, 0)?))).collect()
+    let all = read_slots(map, slots)?;
+    Ok((0..slots).map(|index| sum(all.slot(index))).collect())
+}
+
+/// Every CPU's value of slots `0..slots`: one batch call, or one lookup a slot where the
+/// kernel cannot batch.
+pub(crate) fn read_slots(map: &PerCpuArray<MapData, u64>, slots: u32) -> Result<PerCpuSlots, MapError> {
+    batch::read_slots(map, slots).or_else(|_| batch::read_slots_one_by_one(map, slots))
 }
 
 /// Set every slot of a per-CPU `u64` array to zero on every CPU.

@@ -29,12 +29,10 @@ pub struct LatencyHistogram {
 impl LatencyHistogram {
     /// Sum the per-CPU slots of a `hist`-layout array.
     pub(crate) fn read(map: &PerCpuArray<MapData, u64>) -> Result<Self, MapError> {
-        let mut counts = vec![0u64; hist::BUCKETS as usize];
-        for (index, count) in (0..hist::BUCKETS).zip(counts.iter_mut()) {
-            *count = map.get(&index, 0)?.iter().fold(0u64, |t, &n| t.saturating_add(n));
-        }
-        let sum_ns = map.get(&hist::SUM, 0)?.iter().fold(0u64, |t, &n| t.wrapping_add(n));
-        let max_ns = map.get(&hist::MAX, 0)?.iter().copied().max().unwrap_or(0);
+        let all = super::counters::read_slots(map, hist::SLOTS)?;
+        let counts: Vec<u64> = (0..hist::BUCKETS).map(|index| super::counters::sum(all.slot(index))).collect();
+        let sum_ns = all.slot(hist::SUM).iter().fold(0u64, |t, &n| t.wrapping_add(n));
+        let max_ns = all.slot(hist::MAX).iter().copied().max().unwrap_or(0);
         Ok(Self::from_counts(&counts, sum_ns, max_ns))
     }
 

@@ -73,16 +73,14 @@ impl Probes {
             .unwrap_or(u64::MAX)
     }
 
-    /// The kernel's `recursion_misses` of a loaded program (from its fdinfo).
+    /// The kernel's `recursion_misses` of a loaded program (from its `bpf_prog_info`, or its
+    /// fdinfo where the kernel cannot say it that way).
     pub(super) fn recursion_misses(&self, program: &'static str) -> Result<u64, ReadError> {
-        let fd = self
-            .ebpf
-            .program(program)
-            .ok_or(Unavailable::MissingFromObject { item: program })?
-            .fd()?
-            .as_fd()
-            .as_raw_fd();
-        let fdinfo = fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))?;
+        let fd = self.ebpf.program(program).ok_or(Unavailable::MissingFromObject { item: program })?.fd()?.as_fd();
+        if let Ok(n) = super::batch::recursion_misses(fd) {
+            return Ok(n);
+        }
+        let fdinfo = fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))?;
         Ok(recursion_misses_of(&fdinfo))
     }
 }

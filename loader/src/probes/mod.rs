@@ -48,6 +48,7 @@
 //! `privilege.rs`, `time_wait.rs` (`/proc`).
 
 mod attach;
+mod batch;
 mod connect_latency;
 mod counters;
 mod drops;
