@@ -3,6 +3,7 @@
 //! Each run is short and bounded; the target is a child process killed on drop.
 
 use loader_tests::common;
+use loader_tests::matrix;
 
 use std::time::Duration;
 
@@ -104,6 +105,39 @@ fn uprobes_count_and_time_every_handshake() {
     assert!(u(&tls["failures"]) >= 50, "{tls}");
     assert_eq!(u(&kernel["failed"]), u(&tls["failures"]), "kernel {kernel} vs engine {tls}");
     assert_eq!(u(&s["probes"]["tls_handshakes"]), 0);
+}
+
+/// A stripped copy of the loader still times its handshakes: the uprobes go on the markers'
+/// offsets in the file, read from `/proc/self/maps`, not on their names (which `strip`
+/// removes).
+#[test]
+fn a_stripped_loader_still_times_every_handshake() {
+    if root_or_skip("a_stripped_loader_still_times_every_handshake").is_none() {
+        return;
+    }
+    let original = std::path::Path::new(common::loader_bin());
+    let stripped = matrix::stripped_copy(original);
+    assert!(!matrix::has_symbol(&stripped, "loader_tls_handshake_start"), "strip kept the marker's name");
+    let target = Target::start(&["--tls"]);
+    let url = https(&target, "127.0.0.1");
+    let args =
+        ["--url", &url, "--insecure", "--no-keepalive", "--rate", "100", "--duration", "2s", "--connections", "4"];
+    let o = {
+        let _turn = common::one_run_at_a_time();
+        matrix::Run::new("tls-stripped").binary(&stripped).args(&args).limit(LIMIT).run()
+    };
+    let s = o.summary.as_ref().unwrap_or_else(|| panic!("no summary: {}", o.stderr));
+    let probes = &s["probes"];
+    assert_eq!(probes["availability"]["tls_handshakes"], "ok", "{}", probes["availability"]);
+    let handshakes = u(&s["tls"]["handshakes"]);
+    assert!(handshakes >= 190, "a handshake per request: {}", s["tls"]);
+    assert_eq!(
+        u(&probes["tls_handshakes"]),
+        handshakes,
+        "kernel {} vs engine {}",
+        probes["tls_handshake_ms"],
+        s["tls"]
+    );
 }
 
 /// Verification is on by default: a self-signed target is refused (class `connect`, with

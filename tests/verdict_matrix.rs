@@ -592,10 +592,13 @@ fn ephemeral_port_exhaustion_invalidates_on_the_loader_side() {
         .finish();
 }
 
-/// A stripped copy of the loader: its TLS-handshake markers are gone from the symbol table,
-/// so those two uprobes cannot attach while every tracepoint probe still does. The run is
-/// clean and trusted; the missing probe is reported (`probes.availability.tls_handshakes` not
-/// "ok") and noted (`probe_unavailable`, loader side, not invalidating).
+/// A stripped copy of the loader told to find its TLS-handshake markers by name
+/// (`LOADER_TEST_UPROBES_BY_NAME`, the fallback where `/proc/self/maps` says nothing): the
+/// names are gone from the symbol table, so those two uprobes cannot attach while every
+/// tracepoint probe still does. The run is clean and trusted; the missing probe is reported
+/// (`probes.availability.tls_handshakes` not "ok") and noted (`probe_unavailable`, loader side,
+/// not invalidating). (By default the markers are found by their offset, stripped or not:
+/// tests/tls.rs.)
 #[test]
 fn a_probe_that_cannot_attach_is_noted_and_the_run_stays_trusted() {
     let scenario = "a_probe_that_cannot_attach_is_noted_and_the_run_stays_trusted";
@@ -607,8 +610,10 @@ fn a_probe_that_cannot_attach_is_noted_and_the_run_stays_trusted() {
     let in_stripped = matrix::has_symbol(&stripped, marker);
     let target = target(&[]);
     let o = unless_stolen(scenario, || {
+        let by_name = vec!["env".to_string(), "LOADER_TEST_UPROBES_BY_NAME=1".to_string()];
         Run::new(scenario)
             .binary(&stripped)
+            .via([by_name, matrix::on_loader_cpu()].concat())
             .args(&["--url", &target.url(), "--rate", "1000", "--connections", "32"])
             .args(SHAPE)
             .run()
