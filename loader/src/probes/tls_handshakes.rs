@@ -56,21 +56,24 @@ impl TlsHandshakes {
 /// Load both programs and attach them to the markers of this binary, for process `tgid`.
 pub(crate) fn attach(ebpf: &mut Ebpf, tgid: u32) -> Result<(), Unavailable> {
     let scope = NonZeroU32::new(tgid).map_or(UProbeScope::CallingProcess, UProbeScope::OneProcess);
-    for (program, symbol) in
-        [(names::TLS_END_PROGRAM, names::TLS_END_SYMBOL), (names::TLS_START_PROGRAM, names::TLS_START_SYMBOL)]
-    {
+    // Read once for both markers; nothing read (or the test hook) attaches them by name.
+    let maps = if by_name_for_tests() { None } else { fs::read_to_string("/proc/self/maps").ok() };
+    let markers = [
+        (names::TLS_END_PROGRAM, names::TLS_END_SYMBOL, crate::engine::tls::loader_tls_handshake_end as *const ()),
+        (
+            names::TLS_START_PROGRAM,
+            names::TLS_START_SYMBOL,
+            crate::engine::tls::loader_tls_handshake_start as *const (),
+        ),
+    ];
+    for (program, symbol, marker) in markers {
         let uprobe: &mut UProbe = ebpf
             .program_mut(program)
             .ok_or(Unavailable::MissingFromObject { item: program })?
             .try_into()
             .map_err(|source| Unavailable::Program { program, source })?;
         uprobe.load().map_err(|source| Unavailable::Program { program, source })?;
-        let marker = match program {
-            names::TLS_END_PROGRAM => crate::engine::tls::loader_tls_handshake_end as *const () as u64,
-            _ => crate::engine::tls::loader_tls_handshake_start as *const () as u64,
-        };
-        let offset = if by_name_for_tests() { None } else { own_file_offset(marker) };
-        let attached = match offset {
+        let attached = match maps.as_deref().and_then(|maps| file_offset(maps, marker as u64)) {
             Some(offset) => uprobe.attach(UProbeAttachLocation::AbsoluteOffset(offset), Path::new(OWN_BINARY), scope),
             None => uprobe.attach(symbol, Path::new(OWN_BINARY), scope),
         };
@@ -87,11 +90,11 @@ fn by_name_for_tests() -> bool {
 }
 
 /// Where `address`, code of this process's own binary, lies in the executable file: the
-/// uprobe's offset, from `/proc/self/maps`. Resolving the marker by name instead makes aya
-/// map and walk the whole symbol table of this ~70 MB binary, ~2.5 ms of CPU per marker at
-/// every start. `None` when no executable mapping holds the address (aya resolves the name).
-fn own_file_offset(address: u64) -> Option<u64> {
-    let maps = fs::read_to_string("/proc/self/maps").ok()?;
+/// uprobe's offset, from `maps` (the text of `/proc/self/maps`). Resolving the marker by name
+/// instead makes aya map and walk the whole symbol table of this ~70 MB binary, ~2.5 ms of CPU
+/// per marker at every start. `None` when no executable mapping holds the address (aya
+/// resolves the name).
+fn file_offset(maps: &str, address: u64) -> Option<u64> {
     maps.lines().find_map(|line| mapping_offset(line, address))
 }
 
@@ -181,7 +184,8 @@ mod tests {
             crate::engine::tls::loader_tls_handshake_start as *const () as u64,
             crate::engine::tls::loader_tls_handshake_end as *const () as u64,
         ] {
-            let offset = own_file_offset(marker).expect("the marker is in an executable mapping");
+            let maps = fs::read_to_string("/proc/self/maps").unwrap();
+            let offset = file_offset(&maps, marker).expect("the marker is in an executable mapping");
             let mut in_file = [0u8; 6];
             let mut exe = fs::File::open(OWN_BINARY).unwrap();
             exe.seek(SeekFrom::Start(offset)).unwrap();
