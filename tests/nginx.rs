@@ -151,7 +151,12 @@ fn a_run_ended_by_any_signal_keeps_what_nginx_served() {
             s["interrupted_by"],
             served.len()
         );
-        assert!(ok > 1_000, "{name}: {ok} ok {at_ms} ms after the first second at 1,000 req/s");
+        // A signal the loader handles keeps everything to the signal: more than its first
+        // second. A killed run keeps what its last checkpoint held: the first covers its first
+        // second (~900–1,000 answers at 1,000 req/s), and one more follows each second after it
+        // (200 ms allowed for the checkpoint's own timing).
+        let floor = if sig == libc::SIGKILL { 800 * (1 + at_ms.saturating_sub(200) / 1_000) } else { 1_000 };
+        assert!(ok > floor, "{name}: {ok} ok {at_ms} ms after the first second at 1,000 req/s (floor {floor})");
         assert!(ok <= served.len() as u64, "{name}: the summary counts {ok} ok, nginx served {}", served.len());
         assert!(
             ok.abs_diff(by_end) <= 50,
