@@ -180,11 +180,11 @@ mod tests {
     /// The offset the uprobe is attached at holds the marker's own code in the binary file.
     #[test]
     fn the_markers_offsets_hold_their_code_in_the_binary() {
+        let maps = fs::read_to_string("/proc/self/maps").unwrap();
         for marker in [
             crate::engine::tls::loader_tls_handshake_start as *const () as u64,
             crate::engine::tls::loader_tls_handshake_end as *const () as u64,
         ] {
-            let maps = fs::read_to_string("/proc/self/maps").unwrap();
             let offset = file_offset(&maps, marker).expect("the marker is in an executable mapping");
             let mut in_file = [0u8; 6];
             let mut exe = fs::File::open(OWN_BINARY).unwrap();
