@@ -287,3 +287,21 @@ fn socks_capacity_for_tests() -> Option<u32> {
 
 /// The environment variable of [`socks_capacity_for_tests`].
 const SOCKS_CAPACITY_VAR: &str = "LOADER_TEST_SOCKS_CAPACITY";
+
+#[cfg(test)]
+mod tests {
+    /// The programs read every field through the layouts the running kernel's tracepoint
+    /// format files give (`tracefs`), never through CO-RE, so the object carries no BTF
+    /// relocations and the loader's aya never reads the kernel's BTF (`vendor/aya/PATCH.md`:
+    /// parsing it was ~18 ms of every run's CPU). A program that added one would still load —
+    /// aya then reads the BTF to apply it — but every run would pay that again.
+    #[test]
+    fn the_probe_object_needs_no_kernel_btf() {
+        if super::OBJECT.is_empty() {
+            eprintln!("skipped: this build has no eBPF object (LOADER_EBPF=skip or no bpf-linker)");
+            return;
+        }
+        let object = aya_obj::Object::parse(super::OBJECT).expect("the probe object parses");
+        assert!(!object.has_btf_relocations(), "a probe program now carries BTF (CO-RE) relocations");
+    }
+}
