@@ -228,15 +228,16 @@ pub(super) fn execute<'m>(
                 f.refresh(plan, now.saturating_duration_since(clock.start()), &LiveTotals::of(&lives));
             }
         }
-        // Sleep to the next second, refresh or a shard's end, looking at the interrupt flag at
-        // least every 100 ms: the main thread shares the loader's CPUs and must not wake them
-        // for nothing.
+        // Sleep to the next second, refresh or a shard's end: the main thread shares the
+        // loader's CPUs and must not wake them for nothing. An interrupt needs no watching
+        // here: the shards see the halt flag at their next turn and end, and their ends wake
+        // this thread.
         let now = Instant::now();
         let mut next = (tick + Duration::from_secs(1)).saturating_duration_since(now);
         if feed.is_some() {
             next = next.min(next_refresh.saturating_duration_since(now));
         }
-        match ended.recv_timeout(next.min(Duration::from_millis(100))) {
+        match ended.recv_timeout(next) {
             Ok(()) => running -= 1,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => running = 0,
