@@ -118,8 +118,8 @@ pub fn features() -> &'static Features {
 pub struct EbpfLoader<'a> {
     /// The target BTF; `None` until [`EbpfLoader::btf`] sets it: then the kernel's own, read
     /// from `/sys/kernel/btf/vmlinux` only when the object has BTF relocations to apply
-    /// (loader's patch: parsing the kernel's ~5 MiB BTF cost every load ~10 ms of CPU
-    /// for objects that never use it).
+    /// (loader's patch, `PATCH.md`: parsing the kernel's ~5 MiB BTF cost every load ~18 ms
+    /// of CPU for objects that never use it).
     btf: Option<Option<Cow<'a, Btf>>>,
     default_map_pin_directory: Option<PathBuf>,
     globals: HashMap<&'a str, (&'a [u8], bool)>,
