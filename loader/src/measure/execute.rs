@@ -158,9 +158,6 @@ pub(super) fn execute<'m>(
     drop(ended_tx);
     let mut running = handles.len();
     while running > 0 {
-        if interrupted.load(Ordering::Relaxed) {
-            stop.store(true, Ordering::Relaxed);
-        }
         let now = Instant::now();
         if now >= tick + Duration::from_secs(1) {
             tick += Duration::from_secs(1);
