@@ -526,16 +526,56 @@ fn calibrations_against_the_sink_certify_the_loaders_ceiling_and_judge_runs_by_i
         eprintln!("{pct} % of {median:.0}: verdict {}", s["verdict"]);
         (output, s)
     };
-    // A host pause during the run would make it untrusted for a reason that is not the
-    // certificate's: run it once more, and judge the second.
-    let (mut output, mut s) = run(70.0, "cert-70-percent");
-    if s["verdict"]["trusted"] != true {
-        let stolen = common::wait_for_a_quiet_host();
-        eprintln!("70 % run untrusted: {}; once more (steal in the last second waited: {stolen} ms)", s["verdict"]);
-        (output, s) = run(70.0, "cert-70-percent-2");
+    // 70 % of the ceiling: the certificate says nothing against the run, and the run is
+    // trusted unless this VM's host did not run the loader when its sends were due. At
+    // 61,000 req/s on one core of this 2-core VM that happens in noisy spells (CI, both runs
+    // of a stop: send lag p99 0.66 and 0.33 ms with the shard at 55 % CPU; here 2 runs of 6
+    // in one spell, 1 of 12 in the next; a host kernel thread, kdamond, held the shard's core
+    // for 3.7 ms at a time). Whether the verdict is right to say so is verdict_matrix's
+    // subject; this test's is the certificate: up to three runs, each after a second of the
+    // host not stealing, and the first trusted one is judged.
+    let mut attempts = Vec::new();
+    for attempt in 1..=3 {
+        if attempt > 1 {
+            let stolen = common::wait_for_a_quiet_host();
+            eprintln!("70 % run {} untrusted; once more (steal in the last second waited: {stolen} ms)", attempt - 1);
+        }
+        let (output, s) = run(70.0, &format!("cert-70-percent-{attempt}"));
+        assert!(
+            !codes(&s).contains(&"cert_ceiling".to_string()),
+            "70 % of the ceiling: no cert_ceiling: {}",
+            show(&output)
+        );
+        let trusted = s["verdict"]["trusted"] == true;
+        attempts.push((output, s));
+        if trusted {
+            break;
+        }
     }
-    assert_eq!(s["verdict"]["trusted"], true, "70 % of the ceiling is trusted: {}", show(&output));
-    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let (output, s) = attempts.last().expect("a run");
+    if s["verdict"]["trusted"] == true {
+        assert_eq!(output.status.code(), Some(0), "{}", show(output));
+    } else {
+        // Three untrusted runs: each only for the host not running the loader (send lag or
+        // run-queue waits beyond the host's jitter, the loader's side), never for its load.
+        for (output, s) in &attempts {
+            let reasons = s["verdict"]["reasons"].as_array().expect("reasons");
+            for r in reasons.iter().filter(|r| r["invalidates"] == true) {
+                let detail = r["detail"].as_str().unwrap_or("");
+                let host = match r["code"].as_str() {
+                    Some("runqueue_delay" | "host_steal") => true,
+                    Some("send_lag") => {
+                        detail.contains("not running when its sends were due")
+                            || detail.contains("run-queue waits explain it")
+                    }
+                    _ => false,
+                };
+                assert!(host, "70 % of the ceiling untrusted for its load, not the host: {r:#}\n{}", show(output));
+            }
+            assert_eq!(output.status.code(), Some(3), "{}", show(output));
+        }
+        eprintln!("70 % of the ceiling: three runs untrusted, each for the host not running the loader");
+    }
     let (output, s) = run(110.0, "cert-110-percent");
     assert!(codes(&s).contains(&"cert_ceiling".to_string()), "{:?}", codes(&s));
     if !is_ceiling {
