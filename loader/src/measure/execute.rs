@@ -157,6 +157,9 @@ pub(super) fn execute<'m>(
     let mut next_refresh = clock.start() + metrics_feed::REFRESH;
     drop(ended_tx);
     let mut running = handles.len();
+    // This thread's work each second must not hold a shard sharing its core
+    // (`engine::wakeup::behind_shards`); the shards, started above, keep their own nice.
+    let standing_back = engine::wakeup::behind_shards();
     while running > 0 {
         let now = Instant::now();
         if now >= tick + Duration::from_secs(1) {
@@ -240,6 +243,7 @@ pub(super) fn execute<'m>(
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => running = 0,
         }
     }
+    drop(standing_back);
     progress.finish();
     let elapsed = clock.start().elapsed();
     if live_log.is_on() {
