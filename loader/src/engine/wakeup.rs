@@ -74,7 +74,7 @@ pub struct BehindShards {
 /// the interval log, the samplers: ~4 ms of CPU at 61,000 req/s) ran at the shards' weight,
 /// and a shard that had used most of the second was, under EEVDF, not yet eligible when that
 /// work woke: sharing one core (`taskset`, or calibration's pinning), the shard waited
-/// 0.3–3.2 ms behind it 8–12 times in an 8 s run (bpftrace on sched_waking/sched_switch),
+/// 0.3–3.2 ms behind it 4–12 times in an 8 s run (bpftrace on sched_waking/sched_switch),
 /// every second's sends late by as much. At +5 steps (a third of the weight) 0–2 such waits,
 /// at +10 none. A short slice on the main thread changed nothing, and `SCHED_IDLE` would
 /// starve it beside busy neighbours, where its samplers and the emergency stop must still
