@@ -30,9 +30,12 @@ A missing peer is skipped with the reason (oha: `cargo install oha --locked`; k6
 vegeta is not installable here (no Debian package, no Go module proxy): not run.
 
 usage: sudo python3 bench/paths.py [--rounds 2] [--duration 8] [--rates 1000,10000,25000,max]
-                                   [--paths http1,https,h2c,h2tls,grpc] [--h2load-pacing] [--out DIR]
---h2load-pacing: on the HTTP/2 paths the loader runs a second time at each fixed rate with
---send-ahead 10ms (`loader-rounds`): h2load's own 10 ms rounds, sent early rather than late.
+                                   [--paths http1,https,h2c,h2tls,grpc] [--peer-pacing] [--out DIR]
+--peer-pacing: at each fixed rate the loader runs a second time (`loader-rounds`) at its peers'
+own pacing, sent early rather than late: `--send-ahead 1ms` on HTTP/1.1 and HTTPS (wrk2's 1 ms
+timer), `--send-ahead 10ms` on the HTTP/2 paths (h2load's `--rps` rounds) — what the loader's
+engine costs at equal pacing, beside what its default, every send on its own schedule, costs.
+--h2load-pacing: the same on the HTTP/2 paths only.
 Environment: LOAD_CPU (0), TARGET_CPU (1), LOADER (target/release/loader), WRK2, OHA, K6.
 """
 
@@ -278,7 +281,19 @@ class Bench:
             return {"tool": "loader", "rps": 0.0, "answered": 0, "cpu_s": cpu, "p50_ms": None, "p99_ms": None,
                     "verdict": "no summary", "code": code}
         return {"tool": "loader", "rps": rps, "answered": answered, "cpu_s": cpu, "p50_ms": p50, "p99_ms": p99,
-                "verdict": verdict, "lag_p99_ms": lag, "code": code}
+                "verdict": verdict, "lag_p99_ms": lag, "code": code,
+                "wakeups_per_s": timed_wakeups(out_dir, a.duration)}
+
+
+def timed_wakeups(out_dir, duration):
+    """The shard's timed wake-ups a second (`loader.wake_late_us.count` over the run): what a
+    run's pacing costs on a host where each wake-up has a price (bench/wake_cost.c)."""
+    try:
+        with open(os.path.join(out_dir, "summary.json")) as f:
+            late = json.load(f)["loader"]["wake_late_us"]
+        return late["count"] / duration
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 PEERS = {
@@ -289,6 +304,11 @@ PEERS = {
     "grpc": ["k6-grpc", "h2load-grpc"],
 }
 MAX_PEER = {"http1": "wrk", "https": "wrk", "h2c": "h2load", "h2tls": "h2load", "grpc": "h2load-grpc"}
+
+
+# The peers' own pacing (`--peer-pacing`): wrk2 and oha send on a 1 ms timer, h2load's `--rps`
+# every 10 ms per connection.
+PEER_PACING = {"http1": "1ms", "https": "1ms", "h2c": "10ms", "h2tls": "10ms", "grpc": "10ms"}
 
 
 def per_cpu(r):
@@ -310,7 +330,7 @@ def table(rows):
         return statistics.median(vals) if vals else None
 
     lines = ["| path | rate | best peer (req/CPU-s, reached/s, p99 ms) | loader (req/CPU-s, reached/s, p99 ms) "
-             "| loader ÷ best peer | loader verdicts |", "|---|---:|---|---|---:|---|"]
+             "| loader ÷ best peer | loader wake-ups/s | loader verdicts |", "|---|---:|---|---|---:|---:|---|"]
     keys = sorted({(p, r) for p, r, _ in groups}, key=lambda k: (list(PEERS).index(k[0]), k[1] == "max", k[1]))
     for path, rate in keys:
         peers = []
@@ -334,11 +354,13 @@ def table(rows):
         others = "; ".join(f"{t} {fmt(c)}" for t, c, _, _ in peers if t != best[0])
         lines.append(f"| {path} | {rate} | {best[0]} {fmt(best[1])}, {fmt(best[2])}/s, p99 {fmt(best[3], '.2f')}"
                      f"{' (' + others + ')' if others else ''} | {fmt(lo[0])}, {fmt(lo[1])}/s, p99 "
-                     f"{fmt(lo[2], '.2f')} | {fmt(ratio, '.2f')}× | {verdicts} ({len(mine)} runs) |")
+                     f"{fmt(lo[2], '.2f')} | {fmt(ratio, '.2f')}× | {fmt(med(mine, 'wakeups_per_s'))} "
+                     f"| {verdicts} ({len(mine)} runs) |")
         if rounds:
             ro = (med(rounds, "per_cpu"), med(rounds, "rps"), med(rounds, "p99_ms"))
-            lines.append(f"| {path}, loader `--send-ahead 10ms` | {rate} | (as above) | {fmt(ro[0])}, {fmt(ro[1])}/s, "
+            lines.append(f"| {path}, loader `--send-ahead {PEER_PACING[path]}` | {rate} | (as above) | {fmt(ro[0])}, {fmt(ro[1])}/s, "
                          f"p99 {fmt(ro[2], '.2f')} | {fmt(ro[0] / best[1] if best[1] else None, '.2f')}× | "
+                         f"{fmt(med(rounds, 'wakeups_per_s'))} | "
                          f"{', '.join(sorted({x['verdict'] for x in rounds}))} ({len(rounds)} runs) |")
     return "\n".join(lines)
 
@@ -349,9 +371,11 @@ def main():
     ap.add_argument("--duration", type=int, default=8)
     ap.add_argument("--rates", default="1000,10000,25000,max")
     ap.add_argument("--paths", default=",".join(PEERS))
+    ap.add_argument("--peer-pacing", action="store_true",
+                    help="on every path also run the loader at its peers' own pacing (loader-rounds): "
+                         "--send-ahead 1ms on HTTP/1.1 and HTTPS, 10ms on the HTTP/2 paths")
     ap.add_argument("--h2load-pacing", action="store_true",
-                    help="on the HTTP/2 paths also run the loader with --send-ahead 10ms (loader-rounds): "
-                         "h2load's own 10 ms rounds, for a comparison at equal pacing")
+                    help="--peer-pacing on the HTTP/2 paths only")
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench", "paths-" + time.strftime("%Y%m%d-%H%M%S")))
     args = ap.parse_args()
     args.out = os.path.abspath(args.out)
@@ -394,8 +418,9 @@ def main():
                     if not loader_rate:
                         continue
                     variants = [("loader", ())]
-                    if args.h2load_pacing and path in ("h2c", "h2tls", "grpc") and rate != "max":
-                        variants.append(("loader-rounds", ("--send-ahead", "10ms")))
+                    paced = args.peer_pacing or (args.h2load_pacing and path in ("h2c", "h2tls", "grpc"))
+                    if paced and rate != "max":
+                        variants.append(("loader-rounds", ("--send-ahead", PEER_PACING[path])))
                     for tool, extra in variants:
                         out_dir = os.path.join(args.out, f"r{rnd}-{path}-{rate}-{tool}")
                         r = bench.loader(path, loader_rate, url, out_dir, out_dir + ".log", extra)
