@@ -399,5 +399,5 @@ fn verdict(parts: &[&Part], count: u64, spread_ms: f64) -> crate::summary::Verdi
     } else {
         None
     };
-    crate::summary::Verdict { trusted, reasons }
+    crate::summary::Verdict { trusted, reasons, steps: Vec::new() }
 }

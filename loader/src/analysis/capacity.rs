@@ -38,9 +38,46 @@ pub struct Repeats {
 
 /// Combine the knees of the runs of one plan. Errors when there are no runs.
 pub fn repeats(knees: &[Option<Knee>]) -> Result<Repeats, InputError> {
+    repeats_of_vouched(knees, &vec![true; knees.len()])
+}
+
+/// Combine the knees of the runs of one plan, only those of the runs whose knee stands on
+/// steps the verdict vouched for (`vouched`, in run order): a run whose knee may lie among
+/// its set-aside steps is left out, as a spoiled run is repeated rather than believed (seed
+/// 002 repeats its runs; a step the loader could not vouch for is run again in the next).
+/// `knees` of the runs left out read `null`. Errors when there are no runs.
+pub fn repeats_of_vouched(knees: &[Option<Knee>], vouched: &[bool]) -> Result<Repeats, InputError> {
     if knees.is_empty() {
         return Err(InputError::new("--repeat", "no runs to combine"));
     }
+    let kept: Vec<Option<Knee>> = knees
+        .iter()
+        .zip(vouched.iter().chain(std::iter::repeat(&true)))
+        .filter(|(_, v)| **v)
+        .map(|(k, _)| k.clone())
+        .collect();
+    if kept.is_empty() {
+        return Ok(Repeats {
+            knees: knees.iter().map(|_| None).collect(),
+            max_sustainable: None,
+            range: None,
+            relative_spread: None,
+            steps_apart: None,
+            runs_without_knee: knees.len(),
+            settled: false,
+        });
+    }
+    let mut r = repeats_of(&kept);
+    let mut it = r.knees.clone().into_iter();
+    r.knees = knees
+        .iter()
+        .zip(vouched.iter().chain(std::iter::repeat(&true)))
+        .map(|(_, v)| if *v { it.next().flatten() } else { None })
+        .collect();
+    Ok(r)
+}
+
+fn repeats_of(knees: &[Option<Knee>]) -> Repeats {
     let found: Vec<&Knee> = knees.iter().flatten().collect();
     let runs_without_knee = knees.len() - found.len();
     let min = found.iter().map(|k| k.rps).fold(f64::INFINITY, f64::min);
@@ -51,7 +88,7 @@ pub fn repeats(knees: &[Option<Knee>]) -> Result<Repeats, InputError> {
         let hi = found.iter().map(|k| k.position).max().unwrap_or(0);
         hi - lo
     });
-    Ok(Repeats {
+    Repeats {
         knees: knees.iter().map(|k| k.as_ref().map(|k| k.rps)).collect(),
         max_sustainable: (runs_without_knee == 0).then_some(min),
         range,
@@ -59,7 +96,7 @@ pub fn repeats(knees: &[Option<Knee>]) -> Result<Repeats, InputError> {
         steps_apart,
         runs_without_knee,
         settled: knees.len() >= 3 && runs_without_knee == 0 && steps_apart.is_some_and(|d| d <= 1),
-    })
+    }
 }
 
 /// The capacity plan for a peak load.
@@ -159,6 +196,15 @@ mod tests {
         assert_eq!(r.knees, vec![Some(150.0), None, Some(180.0)]);
         assert_eq!(repeats(&[None]).unwrap().range, None);
         assert_eq!(repeats(&[]).unwrap_err().key, "--repeat");
+    }
+
+    #[test]
+    fn a_run_whose_knee_may_lie_among_set_aside_steps_is_left_out() {
+        let r = repeats_of_vouched(&[k(200.0, 3), k(150.0, 2), k(200.0, 3)], &[true, false, true]).unwrap();
+        assert_eq!(r.knees, [Some(200.0), None, Some(200.0)]);
+        assert_eq!((r.max_sustainable, r.runs_without_knee), (Some(200.0), 0));
+        let none = repeats_of_vouched(&[k(200.0, 3)], &[false]).unwrap();
+        assert_eq!((none.max_sustainable, none.knees), (None, vec![None]));
     }
 
     #[test]

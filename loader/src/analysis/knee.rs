@@ -158,10 +158,56 @@ pub struct Knees {
     /// Failed steps followed by a passing step. Seed 002 §0.8: steps 90 and 120 failed, 150
     /// passed — host stalls, not a growing queue; the knee of such a run must be repeated.
     pub unstable: Vec<String>,
+    /// Steps set aside because the verdict could not vouch for them (the knees and the cliff
+    /// are found among the others).
+    pub set_aside: Vec<String>,
+    /// Whether the SLO knee stands on trusted steps alone: `None` when no step was set aside;
+    /// `Some(true)` when the step that broke it was trusted and no set-aside step lies
+    /// between the two (set-aside steps past the break change nothing); `Some(false)` when a
+    /// set-aside step may hold the knee (it lies between the last trusted pass and the first
+    /// trusted failure, or no trusted step failed).
+    pub on_trusted_steps: Option<bool>,
 }
 
+/// The steps that ran and that the verdict vouched for, in order: what every knee and the
+/// cliff are found among.
 fn ran(steps: &[StepJudgement]) -> impl Iterator<Item = &StepJudgement> {
-    steps.iter().take_while(|s| s.passed.is_some())
+    steps.iter().take_while(|s| s.passed.is_some()).filter(|s| s.set_aside.is_none())
+}
+
+/// The set-aside steps that ran, by name.
+fn set_aside(steps: &[StepJudgement]) -> Vec<String> {
+    steps.iter().take_while(|s| s.passed.is_some()).filter(|s| s.set_aside.is_some()).map(|s| s.name.clone()).collect()
+}
+
+/// Whether the SLO knee stands on trusted steps alone (see [`Knees::on_trusted_steps`]).
+fn knee_on_trusted_steps(steps: &[StepJudgement], slo: Option<&Knee>) -> Option<bool> {
+    let ran: Vec<&StepJudgement> = steps.iter().take_while(|s| s.passed.is_some()).collect();
+    if !ran.iter().any(|s| s.set_aside.is_some()) {
+        return None;
+    }
+    let broke = ran.iter().position(|s| s.set_aside.is_none() && s.passed == Some(false));
+    let Some(broke) = broke else { return Some(false) };
+    let knee_at = slo.and_then(|k| ran.iter().position(|s| s.phase == k.phase));
+    let between = match knee_at {
+        Some(k) => &ran[k + 1..broke],
+        None => &ran[..broke],
+    };
+    Some(between.iter().all(|s| s.set_aside.is_none()))
+}
+
+/// The sentence on set-aside steps a knee's detail ends with (empty when none was).
+fn set_aside_clause(steps: &[StepJudgement]) -> String {
+    let names = set_aside(steps);
+    if names.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = steps
+        .iter()
+        .take_while(|s| s.passed.is_some())
+        .filter_map(|s| s.set_aside.as_ref().map(|why| format!("{} ({})", s.name, why.join(", "))))
+        .collect();
+    format!("; set aside (the loader could not vouch for them): {}", each.join(", "))
 }
 
 fn knee(s: &StepJudgement, rule: KneeRule, next: Option<&StepJudgement>, detail: String) -> Knee {
@@ -302,7 +348,15 @@ pub fn cliff(steps: &[StepJudgement], error_budget: f64, rules: &KneeRules) -> O
     let mut prev: Option<&StepJudgement> = None;
     for cur in ran(steps) {
         let c = &cur.numbers;
-        let found = |rule, detail| Cliff { rps: c.offered_rps, step: cur.name.clone(), phase: cur.phase, rule, detail };
+        // Among the steps the verdict vouched for, a collapse is the target's: say so.
+        let side = if cur.trusted == Some(true) { "; the target's: the loader vouched for this step" } else { "" };
+        let found = |rule, detail: String| Cliff {
+            rps: c.offered_rps,
+            step: cur.name.clone(),
+            phase: cur.phase,
+            rule,
+            detail: format!("{detail}{side}"),
+        };
         if c.error_rate > error_budget {
             let detail = format!("error rate {:.2} % > budget {:.2} %", c.error_rate * 100.0, error_budget * 100.0);
             return Some(found(CliffRule::ErrorBudget, detail));
@@ -340,13 +394,21 @@ pub fn cliff(steps: &[StepJudgement], error_budget: f64, rules: &KneeRules) -> O
     None
 }
 
-/// All knees of a run.
+/// All knees of a run, found among the steps the verdict vouched for; the SLO knee's detail
+/// names the steps set aside.
 pub fn knees(steps: &[StepJudgement], criteria: &Criteria, rules: &KneeRules) -> Knees {
+    let mut slo = slo_knee(steps);
+    let on_trusted_steps = knee_on_trusted_steps(steps, slo.as_ref());
+    if let Some(k) = slo.as_mut() {
+        k.detail.push_str(&set_aside_clause(steps));
+    }
     Knees {
-        slo: slo_knee(steps),
+        slo,
         throughput: throughput_knee(steps, criteria.goodput_min, rules),
         adaptive: adaptive_knee(steps, rules),
         unstable: unstable_steps(steps),
+        set_aside: set_aside(steps),
+        on_trusted_steps,
     }
 }
 

@@ -40,36 +40,50 @@ pub use crate::summary::Criteria;
 pub use knee::{Cliff, Knee, KneeRules, Knees};
 pub use live::{CliffDetector, LiveSecond, StopRule};
 pub use render::render_steps;
-pub use step::StepJudgement;
+pub use step::{PhaseTrust, StepJudgement};
 
 use crate::error::InputError;
 use crate::summary::{AnalysisSummary, LittleSummary, PhaseSummary, Point, SecondSummary, Summary};
 
 /// The parts of a run that analysis reads (a saved `summary.json` has all of them).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RunFacts<'a> {
     /// Phases in order (warm-up, ramps and holds).
     pub phases: &'a [PhaseSummary],
     /// The per-second series of the whole run.
     pub series: &'a [SecondSummary],
-    /// The verdict's answer: `Some(false)` fails every step; `None` = no verdict.
-    pub trusted: Option<bool>,
-    /// Client timeout, seconds (Little's law: a timed-out request held its connection that long).
-    pub timeout_s: f64,
+    /// The verdict's answer for each phase, by index: a step it cannot vouch for is set aside.
+    pub trust: Vec<PhaseTrust>,
     /// Shards whose in-flight peaks were summed per second.
     pub shards: usize,
 }
 
 impl<'a> RunFacts<'a> {
-    /// The facts of a summary.
+    /// The facts of a summary: each phase's trust from `verdict.steps`, or the run's answer
+    /// for every phase (a summary from before steps were judged apart).
     pub fn of(summary: &'a Summary) -> Self {
-        RunFacts {
-            phases: &summary.phases,
-            series: &summary.series,
-            trusted: summary.verdict.trusted,
-            timeout_s: summary.run.timeout_s,
-            shards: summary.run.threads,
-        }
+        let v = &summary.verdict;
+        let trust = summary
+            .phases
+            .iter()
+            .map(|p| match v.steps.iter().find(|t| t.phase == p.name) {
+                Some(t) => PhaseTrust { trusted: Some(t.trusted), why: t.reasons.clone() },
+                None if v.steps.is_empty() => PhaseTrust { trusted: v.trusted, why: Vec::new() },
+                None => PhaseTrust::default(),
+            })
+            .collect();
+        RunFacts { phases: &summary.phases, series: &summary.series, trust, shards: summary.run.threads }
+    }
+
+    /// The facts of phases and series all judged `trusted` (`None`: no verdict).
+    pub fn uniform(
+        phases: &'a [PhaseSummary],
+        series: &'a [SecondSummary],
+        trusted: Option<bool>,
+        shards: usize,
+    ) -> Self {
+        let trust = phases.iter().map(|_| PhaseTrust { trusted, why: Vec::new() }).collect();
+        RunFacts { phases, series, trust, shards }
     }
 }
 
@@ -118,11 +132,11 @@ pub fn analyze(summary: &Summary, criteria: &Criteria, rules: &KneeRules) -> Res
 /// cliff and Little's law checks follow from the judgements.
 pub fn analyze_run(run: &RunFacts<'_>, criteria: &Criteria, rules: &KneeRules) -> Result<Analysis, InputError> {
     criteria.validate()?;
-    let steps = step::judge_steps(run.phases, run.series, criteria, run.trusted);
+    let steps = step::judge_steps_trusting(run.phases, run.series, criteria, &run.trust);
     Ok(Analysis {
         knees: knee::knees(&steps, criteria, rules),
         cliff: knee::cliff(&steps, criteria.error_budget, rules),
-        little: little::check_steps(&steps, run.timeout_s, run.shards),
+        little: little::check_steps(&steps, run.shards),
         steps,
     })
 }
@@ -151,6 +165,8 @@ impl Analysis {
             throughput_knee: point(&self.knees.throughput),
             adaptive_knee: point(&self.knees.adaptive),
             unstable_steps: self.knees.unstable.clone(),
+            set_aside_steps: self.knees.set_aside.clone(),
+            knee_on_trusted_steps: self.knees.on_trusted_steps,
             cliff_detail: self.cliff.as_ref().map(|c| format!("{}: {}", c.rule.as_str(), c.detail)),
             tail_warnings: self
                 .steps
@@ -182,7 +198,7 @@ mod tests {
     use super::*;
 
     fn facts<'a>(phases: &'a [PhaseSummary], series: &'a [SecondSummary], trusted: Option<bool>) -> RunFacts<'a> {
-        RunFacts { phases, series, trusted, timeout_s: 10.0, shards: 1 }
+        RunFacts::uniform(phases, series, trusted, 1)
     }
 
     #[test]

@@ -72,6 +72,7 @@ mod tests {
             late_loader: 0,
             cpu: None,
             latency_ms: None,
+            ..Default::default()
         }
     }
 

@@ -56,10 +56,22 @@ pub fn render_steps(phases: &[PhaseSummary], series: &[SecondSummary], analysis:
         .map(|&(_, m)| m)
         .collect();
         row.push(marks.join(","));
-        row.push(match s.passed {
-            None => "not run".into(),
-            Some(true) => "pass".into(),
-            Some(false) => {
+        let measured = || {
+            let why: Vec<&str> = s
+                .fail_reasons
+                .iter()
+                .filter(|r| r.code != super::step::FailCode::LoaderUntrusted)
+                .map(|r| r.detail.as_str())
+                .collect();
+            if why.is_empty() { "pass".to_string() } else { format!("FAIL {}", why.join("; ")) }
+        };
+        row.push(match (s.passed, &s.set_aside) {
+            (None, _) => "not run".into(),
+            (Some(_), Some(codes)) => {
+                format!("SET ASIDE, loader untrusted here ({}); as measured: {}", codes.join(", "), measured())
+            }
+            (Some(true), None) => "pass".into(),
+            (Some(false), None) => {
                 let why: Vec<&str> = s.fail_reasons.iter().map(|r| r.detail.as_str()).collect();
                 format!("FAIL {}", why.join("; "))
             }
@@ -101,6 +113,18 @@ pub fn render_steps(phases: &[PhaseSummary], series: &[SecondSummary], analysis:
         Some(c) => writeln!(out, "{:<19}{:.0} req/s at {} — {}", "cliff:", c.rps, c.step, c.detail),
         None => writeln!(out, "{:<19}none", "cliff:"),
     };
+    if !k.set_aside.is_empty() {
+        let _ = writeln!(
+            out,
+            "set aside: {} — the loader could not vouch for {} own numbers, so the knees and the cliff are found among the other steps{}",
+            k.set_aside.join(", "),
+            if k.set_aside.len() == 1 { "its" } else { "their" },
+            match k.on_trusted_steps {
+                Some(true) => "; the knee stands on trusted steps",
+                _ => "; the knee may lie among them: run them again (--repeat)",
+            }
+        );
+    }
     if !k.unstable.is_empty() {
         let _ = writeln!(
             out,
@@ -138,7 +162,7 @@ mod tests {
 
     fn render(phases: &[PhaseSummary], c: &Criteria) -> String {
         let series = php_r2_series();
-        let run = RunFacts { phases, series: &series, trusted: Some(true), timeout_s: 10.0, shards: 1 };
+        let run = RunFacts::uniform(phases, &series, Some(true), 1);
         let a = analyze_run(&run, c, &KneeRules::default()).unwrap();
         render_steps(phases, &series, &a)
     }

@@ -206,6 +206,12 @@ pub struct StepJudgement {
     pub fail_reasons: Vec<FailReason>,
     /// Percentiles resting on too few tail samples.
     pub tail_warnings: Vec<TailWarning>,
+    /// Set aside: the verdict could not vouch for this step's own numbers — the codes of
+    /// the reasons that invalidate it (`None`: trusted, or no verdict). A set-aside step is
+    /// failed (`loader_untrusted`) but neither passes nor breaks a knee or a cliff.
+    pub set_aside: Option<Vec<String>>,
+    /// The verdict's answer for this step (`None`: no verdict).
+    pub trusted: Option<bool>,
 }
 
 /// Latency in ms as the tables print it: 3 significant figures, no more than needed.
@@ -312,6 +318,8 @@ pub fn judge_step(
         numbers: n,
         fail_reasons: reasons,
         tail_warnings,
+        set_aside: None,
+        trusted,
     }
 }
 
@@ -340,19 +348,56 @@ pub fn tail_warnings(count: u64, quoted: &[(&'static str, u64)], min: u64) -> Ve
         .collect()
 }
 
-/// Judge every hold phase of `phases`, in order; warm-up and ramp phases are skipped.
+/// Judge every hold phase of `phases`, in order, the verdict's answer being `trusted` for
+/// all of them; warm-up and ramp phases are skipped.
 pub fn judge_steps(
     phases: &[PhaseSummary],
     series: &[SecondSummary],
     criteria: &Criteria,
     trusted: Option<bool>,
 ) -> Vec<StepJudgement> {
+    let trust: Vec<PhaseTrust> = phases.iter().map(|_| PhaseTrust { trusted, why: Vec::new() }).collect();
+    judge_steps_trusting(phases, series, criteria, &trust)
+}
+
+/// What the verdict says of one phase: trusted or not (`None`: no verdict), and the codes of
+/// the reasons that invalidate it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhaseTrust {
+    /// The verdict's answer for the phase.
+    pub trusted: Option<bool>,
+    /// The codes of its invalidating reasons.
+    pub why: Vec<String>,
+}
+
+/// Judge every hold phase of `phases`, in order, each with the verdict's answer for it
+/// (`trust`, by phase index); warm-up and ramp phases are skipped. A step the verdict could
+/// not vouch for is set aside ([`StepJudgement::set_aside`]).
+pub fn judge_steps_trusting(
+    phases: &[PhaseSummary],
+    series: &[SecondSummary],
+    criteria: &Criteria,
+    trust: &[PhaseTrust],
+) -> Vec<StepJudgement> {
     phases
         .iter()
         .enumerate()
         .filter(|(_, p)| p.kind == "hold")
         .enumerate()
-        .map(|(position, (i, p))| judge_step(i, position, &p.name, StepNumbers::of(p, series), criteria, trusted))
+        .map(|(position, (i, p))| {
+            let t = trust.get(i).cloned().unwrap_or_default();
+            let mut j = judge_step(i, position, &p.name, StepNumbers::of(p, series), criteria, t.trusted);
+            if t.trusted == Some(false) && j.passed.is_some() {
+                let why = if t.why.is_empty() { "the verdict".to_string() } else { t.why.join(", ") };
+                for r in j.fail_reasons.iter_mut().filter(|r| r.code == FailCode::LoaderUntrusted) {
+                    r.detail = format!(
+                        "loader untrusted in this step ({why}): set aside — its numbers are not the target's alone"
+                    );
+                }
+                j.set_aside = Some(t.why);
+            }
+            j
+        })
         .collect()
 }
 

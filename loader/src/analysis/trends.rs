@@ -200,6 +200,7 @@ mod tests {
                 late_loader: 0,
                 cpu: None,
                 latency_ms: Some(SecondLatencyMs { p50: 1.0, p99: p99(t), max: p99(t) }),
+                ..Default::default()
             })
             .collect();
         let seconds = (0..60u64)

@@ -213,6 +213,7 @@ mod tests {
                     p99: p99[t as usize],
                     max: p99[t as usize],
                 }),
+                ..Default::default()
             })
             .collect();
         s

@@ -115,7 +115,9 @@ fn outcome_of(s: &Summary) -> Outcome {
         Outcome::Error
     } else if s.interrupted {
         Outcome::Interrupted
-    } else if s.verdict.trusted == Some(false) {
+    } else if s.verdict.trusted == Some(false) && s.analysis.knee_on_trusted_steps != Some(true) {
+        // Untrusted steps past the one that broke the knee change nothing it concluded: such
+        // a run exits by its gates (its verdict still says which steps hold).
         Outcome::Untrusted
     } else if s.run.profile == "breakpoint" && s.knee.is_some() {
         Outcome::Passed

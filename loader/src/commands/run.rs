@@ -157,7 +157,10 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let mut combined = last.clone();
     if repeat > 1 || plan.capacity.peak.is_some() {
         let knees: Vec<_> = runs.iter().map(|(_, _, a)| a.knees.slo.clone()).collect();
-        let r = analysis::capacity::repeats(&knees)?;
+        // A run whose knee may lie among steps its verdict set aside is not believed: the
+        // others (its repeats) say what is sustainable.
+        let vouched: Vec<bool> = runs.iter().map(|(_, s, _)| vouched_knee(s)).collect();
+        let r = analysis::capacity::repeats_of_vouched(&knees, &vouched)?;
         let mut cap = CapacitySummary {
             knees: r.knees.clone(),
             runs: runs.iter().map(|(d, ..)| d.display().to_string()).collect(),
@@ -166,6 +169,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             relative_spread: r.relative_spread,
             steps_apart: r.steps_apart,
             settled: r.settled,
+            spoiled_runs: (1..=runs.len()).filter(|k| !vouched[k - 1]).collect(),
             margin: plan.capacity.margin,
             peak_rps: plan.capacity.peak,
             usable_per_node: None,
@@ -179,6 +183,11 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         print!("\n{}", text::render_capacity(&cap));
         combined.capacity = Some(cap);
         combined.verdict = combined_verdict(&runs.iter().map(|(_, s, _)| &s.verdict).collect::<Vec<_>>());
+        // The combined conclusion is the max sustainable rate: it stands when some run's knee
+        // stood on trusted steps and the spoiled runs were left out of it.
+        if combined.verdict.trusted == Some(false) {
+            combined.analysis.knee_on_trusted_steps = Some(r.max_sustainable.is_some() && vouched.iter().any(|&v| v));
+        }
         combined.interrupted = runs.iter().any(|(_, s, _)| s.interrupted);
         let path = out_dir.join("summary.json");
         crate::report::write_json_or_stderr(&path, &combined)?;
@@ -196,6 +205,12 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         linger_for_scrapers(&e, linger, &interrupted);
     }
     Ok(outcome_of(&combined))
+}
+
+/// Whether a run's knee is one to believe: its verdict trusted every step, or its knee stands
+/// on the steps it did trust.
+fn vouched_knee(s: &Summary) -> bool {
+    s.verdict.trusted != Some(false) || s.analysis.knee_on_trusted_steps == Some(true)
 }
 
 /// The verdict over repeated runs: untrusted when any run was; the last run's reasons, and
@@ -418,9 +433,12 @@ mod tests {
 
     #[test]
     fn an_earlier_untrusted_repeat_says_why_in_the_combined_verdict() {
-        let first =
-            Verdict { trusted: Some(false), reasons: vec![reason("runqueue_delay", true), reason("note", false)] };
-        let second = Verdict { trusted: Some(true), reasons: vec![reason("host_steal", false)] };
+        let first = Verdict {
+            trusted: Some(false),
+            reasons: vec![reason("runqueue_delay", true), reason("note", false)],
+            ..Default::default()
+        };
+        let second = Verdict { trusted: Some(true), reasons: vec![reason("host_steal", false)], ..Default::default() };
         let v = combined_verdict(&[&first, &second]);
         assert_eq!(v.trusted, Some(false));
         let said: Vec<(&str, &str, bool)> =

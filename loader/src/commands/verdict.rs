@@ -36,7 +36,7 @@ pub(super) fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
         }
         limits.loader_delay_pct = v;
     }
-    summary.verdict = verdict::judge(&summary, &limits);
+    verdict::judge_into(&mut summary, &limits);
     // The steps are judged again against the criteria the run was judged with.
     let criteria = summary.analysis.criteria.clone().unwrap_or_default();
     let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;

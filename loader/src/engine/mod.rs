@@ -293,16 +293,29 @@ pub fn run_shard(cfg: ShardConfig) -> Result<ShardResult, EngineError> {
 /// The end of a stopped shard's schedule: what was due by `stopped_at` and never sent is
 /// `aborted` at `now` (a lower bound of its latency), what was not yet due `unsent`. Returns
 /// how many were aborted (the shard's error count grows by as many).
+///
+/// An aborted request is nobody's send: neither sent nor late (DESIGN.md, Verdict: "aborted by
+/// the emergency stop or the run's end"), unless the loader itself had kept it back — a
+/// connection was free for it in the kernel's view from `loader_since` on, and the stop came
+/// more than [`crate::record::LATE_NS`] after the later of that and its due time. Only then is
+/// it a late send of the loader's, with the lag it had reached (a backlog the loader left).
+/// One that waited on the target — every connection opening or waiting for an answer — or that
+/// fell due just before the stop is not in the send lag. (Issue 46: a listener that accepted
+/// nothing; its 136 requests aborted by the emergency stop were the loader's send lag.)
 fn account_stopped_schedule(
     record: &mut ShardRecord,
     schedule: &mut ShardSchedule,
     now: u64,
     stopped_at: u64,
-    loader: bool,
+    loader_since: Option<u64>,
 ) -> u64 {
     let mut aborted = 0;
     while let Some(due) = schedule.peek().filter(|d| d.intended_ns <= stopped_at) {
-        record.on_due_unsent(due.phase, due.intended_ns, stopped_at, loader, false);
+        let kept_back = loader_since
+            .is_some_and(|since| stopped_at.saturating_sub(since.max(due.intended_ns)) > crate::record::LATE_NS);
+        if kept_back {
+            record.on_due_unsent(due.phase, due.intended_ns, stopped_at, true, false);
+        }
         record.on_failure(
             due.phase,
             due.intended_ns,

@@ -79,6 +79,9 @@ pub struct HealthPeaks {
     /// How many cores the loader may run on (its CPU affinity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loader_cores: Option<u32>,
+    /// Which cores those are (so a step's own steal can be added up from the series).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loader_cpus: Vec<usize>,
 }
 
 /// Reads the sources each second and keeps the series (one small sample a second).
@@ -183,40 +186,44 @@ impl Sampler {
 
     /// Peaks over the series so far.
     pub fn peaks(&self) -> HealthPeaks {
-        let max_f =
-            |it: &mut dyn Iterator<Item = f64>| it.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-        let s = &self.series;
-        // Steal over the seconds that measured it, each second's cores taken by `of`; `None`
-        // when no second did (not measured is not zero).
-        let steal_sum = |of: &dyn Fn(&[f64]) -> f64| {
-            s.iter()
-                .filter(|x| !x.core_steal_ms.is_empty())
-                .fold(None, |acc: Option<f64>, x| Some(acc.unwrap_or(0.0) + of(&x.core_steal_ms)))
-                .map(round1)
-        };
-        HealthPeaks {
-            fds_max_ratio: max_f(&mut s.iter().filter_map(|x| Some(x.fds? as f64 / x.fd_limit?.max(1) as f64)))
-                .map(round4),
-            ephemeral_ports_max_ratio: max_f(
-                &mut s.iter().filter_map(|x| Some(x.ephemeral_ports? as f64 / x.ephemeral_range?.max(1) as f64)),
-            )
-            .map(round4),
-            time_wait_max: s.iter().filter_map(|x| x.sockstat.as_ref().map(|k| k.tw)).max(),
-            cgroup_throttled_ms: s
-                .iter()
-                .filter_map(|x| x.cgroup_throttled_ms)
-                .fold(None, |acc: Option<f64>, v| Some(acc.unwrap_or(0.0) + v))
-                .map(round1),
-            core_busy_max_pct: max_f(&mut s.iter().flat_map(|x| x.core_busy_pct.iter().copied())),
-            steal_ms: steal_sum(&|cores| cores.iter().sum()),
-            steal_max_ms_per_s: max_f(&mut s.iter().flat_map(|x| x.core_steal_ms.iter().copied())),
-            loader_steal_ms: if self.own_cores.is_empty() {
-                None
-            } else {
-                steal_sum(&|cores| self.own_cores.iter().filter_map(|&c| cores.get(c)).sum())
-            },
-            loader_cores: (!self.own_cores.is_empty()).then_some(self.own_cores.len() as u32),
-        }
+        peaks_of(&self.series, &self.own_cores)
+    }
+}
+
+/// Peaks over `s` (the whole run's series, or one step's seconds of it), the loader's CPU
+/// affinity being `own_cores` (empty: not known).
+pub fn peaks_of(s: &[HealthSample], own_cores: &[usize]) -> HealthPeaks {
+    let max_f = |it: &mut dyn Iterator<Item = f64>| it.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    // Steal over the seconds that measured it, each second's cores taken by `of`; `None`
+    // when no second did (not measured is not zero).
+    let steal_sum = |of: &dyn Fn(&[f64]) -> f64| {
+        s.iter()
+            .filter(|x| !x.core_steal_ms.is_empty())
+            .fold(None, |acc: Option<f64>, x| Some(acc.unwrap_or(0.0) + of(&x.core_steal_ms)))
+            .map(round1)
+    };
+    HealthPeaks {
+        fds_max_ratio: max_f(&mut s.iter().filter_map(|x| Some(x.fds? as f64 / x.fd_limit?.max(1) as f64))).map(round4),
+        ephemeral_ports_max_ratio: max_f(
+            &mut s.iter().filter_map(|x| Some(x.ephemeral_ports? as f64 / x.ephemeral_range?.max(1) as f64)),
+        )
+        .map(round4),
+        time_wait_max: s.iter().filter_map(|x| x.sockstat.as_ref().map(|k| k.tw)).max(),
+        cgroup_throttled_ms: s
+            .iter()
+            .filter_map(|x| x.cgroup_throttled_ms)
+            .fold(None, |acc: Option<f64>, v| Some(acc.unwrap_or(0.0) + v))
+            .map(round1),
+        core_busy_max_pct: max_f(&mut s.iter().flat_map(|x| x.core_busy_pct.iter().copied())),
+        steal_ms: steal_sum(&|cores| cores.iter().sum()),
+        steal_max_ms_per_s: max_f(&mut s.iter().flat_map(|x| x.core_steal_ms.iter().copied())),
+        loader_steal_ms: if own_cores.is_empty() {
+            None
+        } else {
+            steal_sum(&|cores| own_cores.iter().filter_map(|&c| cores.get(c)).sum())
+        },
+        loader_cores: (!own_cores.is_empty()).then_some(own_cores.len() as u32),
+        loader_cpus: own_cores.to_vec(),
     }
 }
 

@@ -171,7 +171,7 @@ pub(super) fn execute<'m>(
                 n.sample();
             }
             if let Some(p) = probes.as_deref_mut() {
-                p.sample(lives.iter().map(|l| l.open_connections.load(Ordering::Relaxed)).sum());
+                p.sample(lives.iter().map(|l| l.open_connections.load(Ordering::Relaxed)).sum(), at.as_secs());
             }
             if tick > clock.start() {
                 cpu_samples.push(pct.clone());
@@ -275,13 +275,34 @@ pub(super) fn execute<'m>(
             Some(m) => m.merge(&record),
         }
     }
-    let emergency_stop = emergency.map(|(r, raised_ns)| EmergencyStop {
-        at_s: r.t + 1,
-        since_s: r.since,
-        cause: format!("{:?}", r.cause).to_lowercase(),
-        loader_behind: r.loader_behind,
-        detail: r.detail,
-        halted_within_ms: Some(last_send_ns.map_or(0.0, |l| l.saturating_sub(raised_ns) as f64 / 1e6)),
+    let plan_end_ns = plan.duration().as_nanos() as u64;
+    let abandoned = merged.as_ref().map_or(0, |r| r.abandoned);
+    let emergency_stop = emergency.map(|(r, raised_ns)| {
+        // Met once every request of the plan was due: no new one was cut, only the wait of
+        // those still queued or in flight.
+        let after_last_send = raised_ns >= plan_end_ns;
+        let detail = match (after_last_send, abandoned) {
+            (false, _) => r.detail,
+            (true, 0) => format!(
+                "{}; met after the plan's last request was due (t={:.0} s): the run had already ended, and the stop cut nothing",
+                r.detail,
+                plan_end_ns as f64 / 1e9
+            ),
+            (true, n) => format!(
+                "{}; met after the plan's last request was due (t={:.0} s): the run had already ended — the stop only ended the wait of {n} requests still queued or in flight",
+                r.detail,
+                plan_end_ns as f64 / 1e9
+            ),
+        };
+        EmergencyStop {
+            at_s: r.t + 1,
+            since_s: r.since,
+            cause: format!("{:?}", r.cause).to_lowercase(),
+            loader_behind: r.loader_behind,
+            detail,
+            halted_within_ms: Some(last_send_ns.map_or(0.0, |l| l.saturating_sub(raised_ns) as f64 / 1e6)),
+            after_last_send,
+        }
     });
     let record = merged.expect("at least one shard");
     let watch = watching.and_then(crate::watch::Sampling::finish);

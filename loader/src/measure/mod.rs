@@ -138,7 +138,7 @@ pub fn measure(
 /// The verdict on a measured summary, then the analysis against the plan's criteria, both
 /// written into it.
 pub fn conclude(summary: &mut Summary, plan: &Plan) -> anyhow::Result<Analysis> {
-    summary.verdict = verdict::judge(summary, &plan.verdict);
+    verdict::judge_into(summary, &plan.verdict);
     let criteria = Criteria { tail_samples_min: plan.verdict.min_tail_samples, ..Criteria::from(&plan.slo) };
     let analysis = analysis::analyze(summary, &criteria, &KneeRules::default())?;
     analysis::annotate(summary, &analysis);

@@ -46,6 +46,7 @@ pub(super) fn probe_summary(probes: Option<&Probes>, reason: Option<String>) -> 
             entries: r.time_wait.entries,
             max_live: r.time_wait.max_live.unwrap_or(0),
             host_max_live: r.time_wait.host_max_live,
+            own_choice_max: None,
         }),
         ephemeral_ports_max_ratio: ok("time_wait").then_some(r.ephemeral_ports_max_ratio).flatten(),
         host_ephemeral_ports_max_ratio: r.host_ephemeral_ports_max_ratio,

@@ -132,6 +132,10 @@ pub struct TimeWait {
 pub struct ProbeSample {
     /// Seconds since the probes started, at this sample.
     pub elapsed_s: f64,
+    /// The run's second this sample closes: it covers the second before it, as
+    /// `health.series[].t` does (null in summaries from before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t: Option<u64>,
     /// Connects started in the interval.
     pub connects: u64,
     /// Connects that failed in the interval.
@@ -168,6 +172,10 @@ pub struct ProbeSample {
     /// Upper bound of the interval's longest run-queue delay, µs (top of the highest bucket
     /// that grew, capped by the cumulative max).
     pub runqueue_max_us: Option<f64>,
+    /// The interval's shard run-queue waits as `[low_us, high_us, count]`, non-empty buckets
+    /// ascending: what a step's own run-queue figures are added up from (`verdict::scope`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runqueue_buckets: Vec<[f64; 3]>,
     /// TLS handshakes completed in the interval (uprobes).
     #[serde(default)]
     pub tls_handshakes: u64,

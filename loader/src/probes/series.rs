@@ -123,7 +123,7 @@ impl Probes {
     /// (`own_open`). Call once a second from the run loop; costs a few map reads and two small
     /// `/proc` files. Never fails: a figure that cannot be read is `None` (or 0 for a counter)
     /// in the sample.
-    pub fn sample(&mut self, own_open: u64) {
+    pub fn sample(&mut self, own_open: u64, run_second: u64) {
         let now = self.cumulative();
         let previous = self.series.previous.take().unwrap_or_default();
         let live = time_wait::live_time_wait(self.tgid).ok();
@@ -134,6 +134,7 @@ impl Probes {
         let own_ports = ports.map(|p| p.own_ratio(own_time_wait));
         let sample = ProbeSample {
             elapsed_s: self.series.started.elapsed().as_secs_f64(),
+            t: Some(run_second),
             connects: now.connects.saturating_sub(previous.connects),
             failed_connects: now.failed_connects.saturating_sub(previous.failed_connects),
             time_wait_entries: entries,
@@ -149,6 +150,7 @@ impl Probes {
             runqueue_count: interval_runqueue.count,
             runqueue_p99_us: interval_runqueue.p99_us(),
             runqueue_max_us: interval_runqueue.max_us(),
+            runqueue_buckets: RunqueueUs::new(&interval_runqueue).buckets,
             tls_handshakes: now.tls_handshakes.saturating_sub(previous.tls_handshakes),
             lost: now.lost.saturating_sub(previous.lost),
         };

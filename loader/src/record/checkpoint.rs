@@ -173,6 +173,7 @@ impl ShardRecord {
             abandoned,
             late_loader,
             connect_no_port,
+            closes,
             wake_lateness,
             details,
             tls,
@@ -198,6 +199,7 @@ impl ShardRecord {
         self.abandoned = *abandoned;
         self.late_loader = *late_loader;
         self.connect_no_port = *connect_no_port;
+        self.closes = *closes;
         self.wake_lateness.set_to(wake_lateness).expect("same bounds");
         self.details.clone_from(details);
         self.tls.clone_from(tls);

@@ -207,6 +207,47 @@ pub struct Second {
     /// second, as the phases' latency histograms count them (timeouts, drops and aborts at
     /// their deadline included).
     pub latency: SecondLatency,
+    /// Connections closed this second, by who closed them and why.
+    pub closes: Closes,
+    /// Connects that failed this second for want of a local port (`EADDRNOTAVAIL`).
+    pub connect_no_port: u32,
+}
+
+/// Connections that closed, by who closed them: the loader because the target did not answer
+/// a request by its deadline, or the target (it closed or reset the connection). What the
+/// TIME_WAIT and ports a run leaves behind are a consequence of (DESIGN.md, Verdict: closes
+/// have owners too).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Closes {
+    /// The loader closed the connection because its request timed out: the target's slowness.
+    pub on_timeout: u32,
+    /// The target closed or reset the connection (under a request, or after answering).
+    pub by_target: u32,
+}
+
+impl Closes {
+    fn add(&mut self, other: Closes) {
+        self.on_timeout += other.on_timeout;
+        self.by_target += other.by_target;
+    }
+}
+
+/// [`Closes`] over a whole run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Closes64 {
+    /// See [`Closes::on_timeout`].
+    pub on_timeout: u64,
+    /// See [`Closes::by_target`].
+    pub by_target: u64,
+}
+
+/// Why a connection closed, as far as its owner goes ([`Closes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseCause {
+    /// Its request timed out and the loader closed it.
+    Timeout,
+    /// The target closed or reset it.
+    Target,
 }
 
 /// What one shard measured over the whole run.
@@ -240,6 +281,8 @@ pub struct ShardRecord {
     /// Connects that failed for want of a local port (`EADDRNOTAVAIL`): the loader itself
     /// was short of ephemeral ports.
     pub connect_no_port: u64,
+    /// Connections closed over the run, by who closed them (each second's are in `seconds`).
+    pub closes: Closes64,
     /// How late the shard woke from sleeps that ended on their timer, µs: the host's
     /// wake-up jitter as the run saw it (timer lateness plus any run-queue wait).
     pub wake_lateness: Histogram<u64>,
@@ -310,6 +353,7 @@ impl ShardRecord {
             abandoned: 0,
             late_loader: 0,
             connect_no_port: 0,
+            closes: Closes64::default(),
             wake_lateness: histogram(),
             details: ErrorDetail::default(),
             retried_on_stale_connection: 0,
@@ -527,6 +571,39 @@ impl ShardRecord {
         self.details.note(class, message, 1);
     }
 
+    /// A request of `phase` sent at `sent_ns` timed out at `deadline_ns` with no complete
+    /// answer: it held its connection (or stream) on the wire from its send to its deadline,
+    /// which its service time records (the failure itself is [`ShardRecord::on_failure`]'s).
+    /// So a step where every request timed out still says how long each was on the wire —
+    /// what Little's law needs, and what a closed-loop tool's timeout would report.
+    #[inline]
+    pub fn on_timeout_service(&mut self, phase: usize, sent_ns: u64, deadline_ns: u64) {
+        self.phases[phase].service.saturating_record(us(deadline_ns.saturating_sub(sent_ns)));
+    }
+
+    /// A connection closed at `at_ns` for `cause` (see [`Closes`]).
+    #[inline]
+    pub fn on_close(&mut self, cause: CloseCause, at_ns: u64) {
+        let second = &mut self.second(at_ns).closes;
+        match cause {
+            CloseCause::Timeout => {
+                second.on_timeout += 1;
+                self.closes.on_timeout += 1;
+            }
+            CloseCause::Target => {
+                second.by_target += 1;
+                self.closes.by_target += 1;
+            }
+        }
+    }
+
+    /// A connect failed at `at_ns` for want of a local port (`EADDRNOTAVAIL`).
+    #[inline]
+    pub fn on_connect_no_port(&mut self, at_ns: u64) {
+        self.connect_no_port += 1;
+        self.second(at_ns).connect_no_port += 1;
+    }
+
     /// `n` requests of `phase` were never attempted: the run stopped before they were due.
     pub fn on_unsent(&mut self, phase: usize, n: u64) {
         if n == 0 {
@@ -555,6 +632,8 @@ impl ShardRecord {
             a.in_flight_max += b.in_flight_max;
             a.late_loader += b.late_loader;
             a.latency.merge(&b.latency);
+            a.closes.add(b.closes);
+            a.connect_no_port += b.connect_no_port;
         }
         self.connections_opened += other.connections_opened;
         self.connect_failures += other.connect_failures;
@@ -562,6 +641,8 @@ impl ShardRecord {
         self.abandoned += other.abandoned;
         self.late_loader += other.late_loader;
         self.connect_no_port += other.connect_no_port;
+        self.closes.on_timeout += other.closes.on_timeout;
+        self.closes.by_target += other.closes.by_target;
         self.wake_lateness.add(&other.wake_lateness).expect("same bounds");
         self.details.merge(&other.details);
         self.retried_on_stale_connection += other.retried_on_stale_connection;

@@ -321,8 +321,21 @@ pub fn render_errors(s: &Summary) -> String {
 /// Render the verdict plainly: one headline, then one line per reason (invalidating first).
 pub fn render_verdict(v: &Verdict) -> String {
     let mut out = String::new();
+    let held: Vec<&str> = v.steps.iter().filter(|t| t.trusted).map(|t| t.phase.as_str()).collect();
+    let spoiled: Vec<&str> = v.steps.iter().filter(|t| !t.trusted).map(|t| t.phase.as_str()).collect();
     let headline = match v.trusted {
         Some(true) => "VERDICT: TRUSTED — no loader-side evidence against these numbers".to_string(),
+        Some(false) if !held.is_empty() => {
+            let sides: std::collections::BTreeSet<&str> =
+                v.reasons.iter().filter(|r| r.invalidates).map(|r| r.side.as_str()).collect();
+            format!(
+                "VERDICT: TRUSTED for {}; UNTRUSTED for {} — {} side evidence invalidates {}",
+                phase_list(&held),
+                phase_list(&spoiled),
+                sides.into_iter().collect::<Vec<_>>().join(" and "),
+                if spoiled.len() == 1 { "its numbers" } else { "their numbers" }
+            )
+        }
         Some(false) => {
             let sides: std::collections::BTreeSet<&str> =
                 v.reasons.iter().filter(|r| r.invalidates).map(|r| r.side.as_str()).collect();
@@ -343,6 +356,34 @@ pub fn render_verdict(v: &Verdict) -> String {
     out
 }
 
+/// Phase names as a reader takes them in: consecutive `step N` as `steps 1–4`, the rest by
+/// name (`main`, `step 5`).
+pub fn phase_list(names: &[&str]) -> String {
+    let number = |n: &str| n.strip_prefix("step ").and_then(|k| k.parse::<u64>().ok());
+    let mut parts: Vec<String> = Vec::new();
+    let mut run: Option<(u64, u64)> = None;
+    let flush = |run: &mut Option<(u64, u64)>, parts: &mut Vec<String>| {
+        if let Some((a, b)) = run.take() {
+            parts.push(if a == b { format!("step {a}") } else { format!("steps {a}–{b}") });
+        }
+    };
+    for name in names {
+        match (number(name), run) {
+            (Some(k), Some((a, b))) if k == b + 1 => run = Some((a, k)),
+            (Some(k), _) => {
+                flush(&mut run, &mut parts);
+                run = Some((k, k));
+            }
+            (None, _) => {
+                flush(&mut run, &mut parts);
+                parts.push(name.to_string());
+            }
+        }
+    }
+    flush(&mut run, &mut parts);
+    parts.join(", ")
+}
+
 /// Render repeats and the capacity plan.
 pub fn render_capacity(c: &CapacitySummary) -> String {
     let mut out = String::new();
@@ -355,6 +396,14 @@ pub fn render_capacity(c: &CapacitySummary) -> String {
             let apart = c.steps_apart.map_or(String::new(), |n| format!(", {n} step(s) apart"));
             let settled = if c.settled { "" } else { " — not settled (want ≥ 3 runs within one step)" };
             let _ = writeln!(out, "max sustainable (minimum of the knees): {max:.0} req/s{spread}{apart}{settled}");
+            if !c.spoiled_runs.is_empty() {
+                let runs: Vec<String> = c.spoiled_runs.iter().map(|k| format!("run {k}")).collect();
+                let _ = writeln!(
+                    out,
+                    "left out: {} — a step the loader could not vouch for may hold its knee; the other runs repeated it",
+                    runs.join(", ")
+                );
+            }
         }
         None => {
             let _ = writeln!(out, "max sustainable: none — at least one run had no passing step");
@@ -388,13 +437,40 @@ mod tests {
         let v = Verdict {
             trusted: Some(false),
             reasons: vec![r("syn_retransmits", "network", false), r("loader_cpu", "loader", true)],
+            ..Default::default()
         };
         let text = render_verdict(&v);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "VERDICT: UNTRUSTED — loader side evidence invalidates these numbers");
         assert!(lines[1].contains("✗ [loader] loader_cpu"));
         assert!(lines[2].contains("· [network] syn_retransmits"));
-        let ok = Verdict { trusted: Some(true), reasons: vec![] };
+        let ok = Verdict { trusted: Some(true), reasons: vec![], ..Default::default() };
         assert!(render_verdict(&ok).starts_with("VERDICT: TRUSTED"));
+    }
+
+    #[test]
+    fn a_verdict_that_holds_for_some_steps_says_which() {
+        let step = |n: u32, trusted: bool| crate::summary::StepTrust {
+            phase: format!("step {n}"),
+            trusted,
+            reasons: if trusted { vec![] } else { vec!["send_lag".into()] },
+        };
+        let v = Verdict {
+            trusted: Some(false),
+            reasons: vec![Reason {
+                code: "send_lag".into(),
+                side: "loader".into(),
+                invalidates: true,
+                value: None,
+                limit: None,
+                detail: "step 5: why".into(),
+            }],
+            steps: vec![step(1, true), step(2, true), step(3, true), step(4, true), step(5, false), step(6, false)],
+        };
+        assert_eq!(
+            render_verdict(&v).lines().next().unwrap(),
+            "VERDICT: TRUSTED for steps 1–4; UNTRUSTED for steps 5–6 — loader side evidence invalidates their numbers"
+        );
+        assert_eq!(phase_list(&["step 1", "step 3", "step 4", "main"]), "step 1, steps 3–4, main");
     }
 }

@@ -19,6 +19,16 @@ pub struct AnalysisSummary {
     pub adaptive_knee: Option<Point>,
     /// Failed steps that a later step passed after (instability, not capacity).
     pub unstable_steps: Vec<String>,
+    /// Steps set aside because the verdict could not vouch for their own numbers
+    /// (`verdict.steps`); the knees and the cliff are found among the other steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside_steps: Vec<String>,
+    /// Whether the SLO knee stands on trusted steps alone: null when no step was set aside;
+    /// true when the step that broke it was trusted and no set-aside step lies between the
+    /// two (so the run's conclusion holds, and it exits by its gates); false when a set-aside
+    /// step may hold the knee.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knee_on_trusted_steps: Option<bool>,
     /// Which rule found the cliff, and the numbers.
     pub cliff_detail: Option<String>,
     /// Percentiles that rest on too few tail samples, per step.
@@ -72,6 +82,10 @@ pub struct CapacitySummary {
     pub steps_apart: Option<usize>,
     /// At least 3 runs with knees at most one step apart.
     pub settled: bool,
+    /// Runs (1-based) left out of the max sustainable rate: their knee may lie among steps the
+    /// verdict could not vouch for (`analysis.knee_on_trusted_steps` false in that run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spoiled_runs: Vec<usize>,
     /// Usable share of the max sustainable rate per node.
     pub margin: f64,
     /// Peak demand to plan for, req/s.
@@ -113,9 +127,14 @@ pub struct EmergencyStop {
     /// From the flag being raised to the last request sent, ms (0: nothing sent after).
     pub halted_within_ms: Option<f64>,
     /// The loader itself was behind its schedule while the condition held: the stop is the
-    /// loader's, not a cliff of the target's (the verdict says so and the run is untrusted).
+    /// loader's, not a cliff of the target's. Always what the verdict's `emergency_stop`
+    /// reason says (set from it once the run is judged).
     #[serde(default)]
     pub loader_behind: bool,
+    /// The condition was met after the plan's last request was due: the run had already
+    /// ended, and the stop cut nothing.
+    #[serde(default)]
+    pub after_last_send: bool,
 }
 
 /// A step of the analysis.

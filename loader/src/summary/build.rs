@@ -153,6 +153,9 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             in_flight_max: u64::from(s.in_flight_max),
             late_loader: u64::from(s.late_loader),
             cpu: inp.cpu.get(t).map(|shards| round2(shards.iter().copied().fold(0.0, f64::max))),
+            closed_on_timeout: u64::from(s.closes.on_timeout),
+            closed_by_target: u64::from(s.closes.by_target),
+            connect_no_port: u64::from(s.connect_no_port),
             latency_ms: second_latency(&s.latency),
         })
         .collect();
@@ -188,6 +191,8 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             stamps_by_segment: rec.stamps_by_segment,
             segment_follow_lost: rec.segment_follow_lost,
             abandoned: rec.abandoned,
+            closed_on_timeout: rec.closes.on_timeout,
+            closed_by_target: rec.closes.by_target,
             connect_no_port: rec.connect_no_port,
             wake_window_us: plan.pace().batch_ns as f64 / 1000.0,
             wake_window_adaptive: plan.pace().adaptive,
@@ -206,7 +211,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             checkpoint: None,
         },
         machine: None,
-        verdict: Verdict { trusted: None, reasons: Vec::new() },
+        verdict: Verdict::default(),
         phases,
         knee: None,
         cliff: None,
@@ -268,7 +273,8 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn cpu_stats(samples: &[f64]) -> (Option<f64>, Option<f64>) {
+/// The p95 (nearest rank) and max of per-second CPU samples, rounded to 0.01.
+pub(crate) fn cpu_stats(samples: &[f64]) -> (Option<f64>, Option<f64>) {
     if samples.is_empty() {
         return (None, None);
     }

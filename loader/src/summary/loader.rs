@@ -92,6 +92,12 @@ pub struct TimeWait {
     /// included); null when it could not be read.
     #[serde(default)]
     pub host_max_live: Option<u64>,
+    /// Highest live count of the loader's own TIME_WAIT that its own closes left: its live
+    /// count less the connections it closed on timeouts in the 60 s before (the target's
+    /// slowness, not the loader's reuse). Set in one step's view of the run; null in the
+    /// summary, where the verdict adds it up from the per-second series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_choice_max: Option<u64>,
 }
 
 /// Run-queue delay of loader threads, microseconds.

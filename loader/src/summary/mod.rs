@@ -31,6 +31,7 @@ pub use analysis::{
     AnalysisSummary, CapacitySummary, EmergencyStop, LittleSummary, Point, SoakSummary, SpikeSummary, TrendSummary,
     WarmupSummary, WatchTrend,
 };
+pub(crate) use build::cpu_stats;
 pub use build::{Inputs, build, latency, offered_between, send_lag};
 pub use criteria::Criteria;
 pub use data::DataSummary;
@@ -205,6 +206,13 @@ pub struct RunInfo {
     /// Connects that failed for want of a local port (`EADDRNOTAVAIL`).
     #[serde(default)]
     pub connect_no_port: u64,
+    /// Connections the loader closed because their request timed out: the target did not
+    /// answer within the timeout (its slowness, whatever TIME_WAIT they leave on the loader).
+    #[serde(default)]
+    pub closed_on_timeout: u64,
+    /// Connections the target closed or reset (under a request, idle, or after answering).
+    #[serde(default)]
+    pub closed_by_target: u64,
     /// Sends due within this window of each other left together (the wake-up strategy's
     /// batching window, or `--wake-window`), µs; 0: a wake-up per send.
     #[serde(default)]
@@ -302,12 +310,34 @@ impl ClockState {
 }
 
 /// The trust verdict.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Verdict {
-    /// Whether the numbers can be trusted; null while no verdict is computed.
+    /// Whether the numbers can be trusted — every measured step (phase) of them; null while
+    /// no verdict is computed. A stepped run whose later steps are untrusted is `false` here
+    /// while `steps` says which hold (and `analysis.knee_on_trusted_steps` whether its knee
+    /// does).
     pub trusted: Option<bool>,
-    /// Reasons found.
+    /// Reasons found, over all steps: a reason about one phase names it first
+    /// (`step 5: …`); one about the load machine found in several steps is given once, with
+    /// the steps it held in (`in step 5, step 6: …`).
     pub reasons: Vec<Reason>,
+    /// Each measured phase judged on the evidence of its own seconds (DESIGN.md, Verdict:
+    /// per step, not per run), in order. Empty in summaries written before steps were judged
+    /// apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepTrust>,
+}
+
+/// One measured phase's own verdict.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct StepTrust {
+    /// The phase's name (`main`, `step 3`).
+    pub phase: String,
+    /// Whether the evidence of its seconds lets the loader vouch for its numbers.
+    pub trusted: bool,
+    /// The codes of the reasons that invalidate it (empty when trusted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
 }
 
 /// One reason of the verdict.

@@ -145,7 +145,7 @@ pub struct PhaseSummary {
 }
 
 /// One second of the run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SecondSummary {
     /// Seconds since the run's start.
     pub t: u64,
@@ -164,10 +164,23 @@ pub struct SecondSummary {
     pub late_loader: u64,
     /// CPU of the busiest shard this second, percent of one core.
     pub cpu: Option<f64>,
+    /// Connections the loader closed this second because their request timed out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub closed_on_timeout: u64,
+    /// Connections the target closed or reset this second.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub closed_by_target: u64,
+    /// Connects that failed this second for want of a local port (`EADDRNOTAVAIL`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub connect_no_port: u64,
     /// Corrected latency of the requests that completed this second (null: none did, or a
     /// summary written before it was kept). Percentiles within ±6.25 %, max exact.
     #[serde(default)]
     pub latency_ms: Option<SecondLatencyMs>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One second's latency, milliseconds.

@@ -78,8 +78,25 @@ pub fn judge(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
             false,
             opened / pool,
             Some(limits.churn_ratio),
-            format!("{} connections opened for a pool of {}: the server closed keep-alive connections (or they failed), so some latencies include a connect", s.run.connections_opened, s.run.connections),
+            format!(
+                "{} connections opened for a pool of {}: {}, so some latencies include a connect",
+                s.run.connections_opened,
+                s.run.connections,
+                who_closed(s)
+            ),
         ));
+    }
+}
+
+/// Who closed the connections a churning run had to open again.
+fn who_closed(s: &Summary) -> String {
+    let (timeouts, target) = (s.run.closed_on_timeout, s.run.closed_by_target);
+    match (timeouts, target) {
+        (0, 0) => "the server closed keep-alive connections (or they failed)".to_string(),
+        _ => format!(
+            "the loader closed {timeouts} after their requests timed out (the target did not answer within {}), the target closed or reset {target}",
+            secs(s.run.timeout_s)
+        ),
     }
 }
 
@@ -153,6 +170,41 @@ fn time_wait(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
     if let Some(t) = own
         && t.max_live > limits.time_wait
     {
+        // What its own closes left, the target's timeouts taken out (each left one TIME_WAIT
+        // socket for 60 s): per second where the series has it, else over the run.
+        let timeouts = s.run.closed_on_timeout;
+        let own_choice = t
+            .own_choice_max
+            .or_else(|| super::scope::own_choice_time_wait(s, &super::scope::whole()))
+            .unwrap_or_else(|| t.max_live.min(t.entries.saturating_sub(timeouts)));
+        if timeouts > 0 && own_choice <= limits.time_wait {
+            reasons.push(reason(
+                "time_wait_from_timeouts",
+                TARGET,
+                false,
+                t.max_live as f64,
+                Some(limits.time_wait as f64),
+                format!(
+                    "the loader's own sockets held up to {} TIME_WAIT entries, above {}, left by the {timeouts} connections it closed because their requests timed out (no answer within {}): the target's slowness, not connections the loader failed to reuse (at most {own_choice} were its own doing); they limit the load machine only if its ports run short ({}, no connect short of a port)",
+                    t.max_live,
+                    limits.time_wait,
+                    secs(s.run.timeout_s),
+                    s.probes.ephemeral_ports_max_ratio.map_or("its port share unknown".to_string(), |r| format!(
+                        "its share of the port range peaked at {:.0}%, limit {:.0}%",
+                        r * 100.0,
+                        limits.ephemeral_ports_pct
+                    )),
+                ),
+            ));
+            return;
+        }
+        let of_which = if timeouts > 0 {
+            format!(
+                " ({own_choice} of them its own doing, the rest left by {timeouts} closes on the target's timeouts)"
+            )
+        } else {
+            String::new()
+        };
         reasons.push(reason(
             "time_wait",
             LOADER,
@@ -160,7 +212,7 @@ fn time_wait(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
             t.max_live as f64,
             Some(limits.time_wait as f64),
             format!(
-                "the loader's own sockets held up to {} TIME_WAIT entries, above {}: connections are not reused and ports pile up on the load machine",
+                "the loader's own sockets held up to {} TIME_WAIT entries, above {}{of_which}: connections are not reused and ports pile up on the load machine",
                 t.max_live, limits.time_wait
             ),
         ));
@@ -187,6 +239,22 @@ fn time_wait(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
     }
 }
 
+/// `3 s`, `500 ms`: a timeout as the user gave it.
+fn secs(s: f64) -> String {
+    if s >= 1.0 { format!("{s} s") } else { format!("{:.0} ms", s * 1000.0) }
+}
+
+/// What made the loader short of ports, when the target's timeouts did: a clause for the
+/// port reasons, with what to do about it. Empty when the loader closed nothing on timeouts.
+fn timeout_cause(s: &Summary) -> String {
+    match s.run.closed_on_timeout {
+        0 => String::new(),
+        n => format!(
+            " — the target's timeouts made the loader close {n} connections, each leaving a port in TIME_WAIT for 60 s: a longer --timeout (fewer closes a second), net.ipv4.tcp_tw_reuse=1, or more source addresses"
+        ),
+    }
+}
+
 fn ports(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
     let own = s.probes.ephemeral_ports_max_ratio;
     let host = s.probes.host_ephemeral_ports_max_ratio.or(s.health.peaks.ephemeral_ports_max_ratio);
@@ -198,8 +266,9 @@ fn ports(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
             s.run.connect_no_port as f64,
             None,
             format!(
-                "{} of the loader's connects failed for want of a local port (EADDRNOTAVAIL): the load machine ran out of ephemeral ports — reuse connections, widen ip_local_port_range or spread the load",
-                s.run.connect_no_port
+                "{} of the loader's connects failed for want of a local port (EADDRNOTAVAIL): the load machine ran out of ephemeral ports — reuse connections, widen ip_local_port_range or spread the load{}",
+                s.run.connect_no_port,
+                timeout_cause(s)
             ),
         ));
     }
@@ -213,9 +282,10 @@ fn ports(s: &Summary, limits: &Limits, reasons: &mut Vec<Reason>) {
             r * 100.0,
             Some(limits.ephemeral_ports_pct),
             format!(
-                "the loader itself held {:.0}% of the ephemeral port range (open sockets and its own TIME_WAIT), above {:.0}%: new connections will soon wait for ports",
+                "the loader itself held {:.0}% of the ephemeral port range (open sockets and its own TIME_WAIT), above {:.0}%: new connections will soon wait for ports{}",
                 r * 100.0,
-                limits.ephemeral_ports_pct
+                limits.ephemeral_ports_pct,
+                timeout_cause(s)
             ),
         ));
     } else if let Some(r) = host

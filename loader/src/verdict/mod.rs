@@ -27,6 +27,8 @@ pub mod floor;
 mod machine;
 mod nic;
 mod runqueue;
+pub mod scope;
+mod steps;
 mod stop;
 
 use crate::summary::{Reason, Summary, Verdict};
@@ -49,8 +51,38 @@ fn reason(code: &str, side: &str, invalidates: bool, value: f64, limit: Option<f
     Reason { code: code.into(), side: side.into(), invalidates, value: Some(value), limit, detail }
 }
 
-/// Judge `s` against `limits`.
+/// Judge `s` against `limits`: each measured phase on the evidence of its own seconds
+/// ([`scope`]), the reasons gathered over them ([`steps`]); a run of one measured phase is
+/// judged whole.
 pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
+    let windows = scope::windows(s);
+    let mut v = if windows.len() <= 1 {
+        let mut v = judge_evidence(s, limits);
+        v.steps = windows.iter().map(|w| steps::trust_of(&s.phases[w.phase].name, &v.reasons)).collect();
+        v
+    } else {
+        let whole = judge_evidence(s, limits);
+        let each: Vec<(String, Verdict)> = windows
+            .iter()
+            .map(|w| (s.phases[w.phase].name.clone(), judge_evidence(&scope::scoped(s, w), limits)))
+            .collect();
+        steps::gather(&whole, &each)
+    };
+    held_up_closes(s, &mut v.reasons);
+    v
+}
+
+/// Judge `summary` and write the verdict into it, with the emergency stop's `loader_behind`
+/// set to what the verdict concluded of the stop.
+pub fn judge_into(summary: &mut Summary, limits: &Limits) {
+    summary.verdict = judge(summary, limits);
+    if let Some(e) = summary.analysis.emergency_stop.as_mut() {
+        e.loader_behind = summary.verdict.reasons.iter().any(|r| r.code == "emergency_stop" && r.invalidates);
+    }
+}
+
+/// Every rule over one body of evidence: the whole run, or one phase's view of it.
+fn judge_evidence(s: &Summary, limits: &Limits) -> Verdict {
     let mut reasons = Vec::new();
     let floor = floor::Floor::of(s);
     machine::judge(s, limits, &mut reasons);
@@ -65,9 +97,8 @@ pub fn judge(s: &Summary, limits: &Limits) -> Verdict {
     evidence::judge(s, limits, &mut reasons);
     nic::judge(s, limits, &mut reasons);
     machine::judge_capacity(s, limits, &mut reasons);
-    held_up_closes(s, &mut reasons);
     let trusted = !reasons.iter().any(|r| r.invalidates);
-    Verdict { trusted: Some(trusted), reasons }
+    Verdict { trusted: Some(trusted), reasons, steps: Vec::new() }
 }
 
 /// Connections that churned and resets that came back after requests timed out, in a run
@@ -84,10 +115,10 @@ fn held_up_closes(s: &Summary, reasons: &mut [Reason]) {
     if !held_up || timeouts == 0 {
         return;
     }
-    for r in reasons
-        .iter_mut()
-        .filter(|r| r.side == TARGET && matches!(r.code.as_str(), "connection_churn" | "resets_received"))
-    {
+    for r in reasons.iter_mut().filter(|r| {
+        r.side == TARGET
+            && matches!(r.code.as_str(), "connection_churn" | "resets_received" | "time_wait_from_timeouts")
+    }) {
         r.side = LOADER.into();
         r.detail = format!(
             "{} — after {timeouts} timeouts of requests the loader itself held up: its own closes, not evidence about the target",

@@ -25,7 +25,14 @@ const STARVED_SHARE: f64 = 0.1;
 /// reason inserted at `first`.
 pub fn judge(s: &Summary, limits: &Limits, first: usize, reasons: &mut Vec<Reason>) {
     let sends_late = sends_show_it(&reasons[first..]).map(|r| r.code.clone());
-    if let Some(r) = runqueue(s, limits, sends_late.as_deref()) {
+    // The phases whose own send lag invalidates: the only ones whose lag p99 the waits can
+    // be said to have set (a p99 at the host's floor is set by nothing).
+    let lagging: Vec<String> = reasons[first..]
+        .iter()
+        .filter(|r| r.invalidates && r.code == "send_lag")
+        .filter_map(|r| r.detail.split_once(": ").map(|(phase, _)| phase.to_string()))
+        .collect();
+    if let Some(r) = runqueue(s, limits, sends_late.as_deref(), &lagging) {
         reasons.insert(first, r);
     }
 }
@@ -36,7 +43,7 @@ pub fn judge(s: &Summary, limits: &Limits, first: usize, reasons: &mut Vec<Reaso
 /// an invalidating send-lag or late-send reason, if any): a few waits long enough to set that
 /// p99 are one spell of the host taking the CPU, and the engine measured every send and the
 /// kernel stamped every answer, so nothing they could have moved moved. Then it annotates.
-fn runqueue(s: &Summary, limits: &Limits, sends_late: Option<&str>) -> Option<Reason> {
+fn runqueue(s: &Summary, limits: &Limits, sends_late: Option<&str>, lagging: &[String]) -> Option<Reason> {
     let share = limits.loader_delay_pct / 100.0;
     let rq = s.probes.runqueue_us.as_ref()?;
     let p99_ms = rq.p99 / 1000.0;
@@ -58,7 +65,8 @@ fn runqueue(s: &Summary, limits: &Limits, sends_late: Option<&str>) -> Option<Re
             format!("{pct:.0}% of the fastest phase's latency p99 ({fastest:.2} ms), a material part of that tail"),
         )
     } else if sends_late == Some("send_lag")
-        && let Some(p) = judged(s).find(|p| waits_held_sends(rq, p.send_lag_ms.p99, p))
+        && let Some(p) =
+            judged(s).filter(|p| lagging.contains(&p.name)).find(|p| waits_held_sends(rq, p.send_lag_ms.p99, p))
     {
         (
             limits.runqueue_p99_ms,

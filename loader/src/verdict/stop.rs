@@ -7,23 +7,24 @@ use crate::summary::{Reason, Summary};
 
 /// The emergency stop is a cliff of the target's only if the loader kept its schedule while
 /// the condition held. If the loader was behind (its own late sends in those seconds, as the
-/// live detector saw them or the finished series shows, or any invalidating evidence on its
-/// sends), the stop was the loader's: it says so and invalidates.
+/// finished series shows them, or any invalidating evidence on its sends), the stop was the
+/// loader's: it says so and invalidates. A stop met after the plan's last send cut nothing.
 pub(super) fn emergency_stop(s: &Summary, reasons: &mut Vec<Reason>) {
     let Some(e) = &s.analysis.emergency_stop else { return };
     let seconds = || s.series.iter().filter(|x| x.t >= e.since_s && x.t <= e.at_s);
     let late: u64 = seconds().map(|x| x.late_loader).sum();
     let behind_seconds = seconds().filter(|x| crate::analysis::LiveSecond::from(*x).loader_behind()).count();
     let sends = sends_show_it(reasons).map(|r| r.code.clone());
-    if !(e.loader_behind || behind_seconds > 0 || sends.is_some()) {
+    // Read from the finished series (what the live detector read, and `loader_behind` is
+    // set from this reason, so a re-judged run is not held to an earlier conclusion).
+    if e.after_last_send || !(behind_seconds > 0 || sends.is_some()) {
         return;
     }
-    let evidence = match (behind_seconds, sends) {
-        (n, _) if n > 0 => format!(
-            "{late} of its own sends left more than 10 ms late with a connection free in the seconds the condition held ({n} of them behind)"
+    let evidence = match sends {
+        Some(code) if behind_seconds == 0 => format!("its sends show it ({code})"),
+        _ => format!(
+            "{late} of its own sends left more than 10 ms late with a connection free in the seconds the condition held ({behind_seconds} of them behind)"
         ),
-        (_, Some(code)) => format!("its sends show it ({code})"),
-        _ => "the live detector saw its own sends fall behind".to_string(),
     };
     reasons.push(reason(
         "emergency_stop",

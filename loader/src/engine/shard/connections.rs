@@ -16,7 +16,7 @@ use crate::engine::http1::Progress;
 use crate::engine::inflight::InFlight;
 use crate::engine::pace::{self};
 use crate::engine::rxtime;
-use crate::record::ErrorClass;
+use crate::record::{CloseCause, ErrorClass};
 
 /// The class and message of a failed socket operation (`errno`, positive).
 pub(in crate::engine) fn class_of_errno(errno: i32) -> (ErrorClass, Cow<'static, str>) {
@@ -111,11 +111,14 @@ impl Shard {
         if res < 0 {
             self.record.connect_failures += 1;
             if -res == libc::EADDRNOTAVAIL {
-                self.record.connect_no_port += 1;
+                self.record.on_connect_no_port(now);
             }
             let conn = &mut self.conns[c];
             let request = conn.inflight.take();
             conn.state = State::Closing; // ops == 0: settle closes the socket
+            // A slot that was opening comes free when its connect fails, not before (a pool
+            // connection that never opened was never free for a request).
+            conn.free_since_ns = now;
             if let Some(f) = request {
                 let (class, message) = class_of_errno(-res);
                 self.finish_failed(f, now, class, message);
@@ -163,6 +166,7 @@ impl Shard {
         let conn = &mut self.conns[c];
         if let Some(Progress::Done { status, .. }) = conn.parser.on_eof() {
             self.finish_answered(c, status, now);
+            self.record.on_close(CloseCause::Target, now);
             self.begin_close(c);
             return;
         }
@@ -182,6 +186,7 @@ impl Shard {
     /// A reused keep-alive connection turned out closed (`how`: closed or reset) under the
     /// request in flight on it.
     pub(super) fn on_closed_under_request(&mut self, c: usize, now: u64, how: &'static str) {
+        self.record.on_close(CloseCause::Target, now);
         let Some(mut f) = self.conns[c].inflight.take() else {
             self.begin_close(c);
             return;

@@ -458,6 +458,9 @@ impl Shard {
 
     /// The connection broke: every stream on it fails with `class`, and it closes.
     pub(super) fn break_h2(&mut self, c: usize, class: ErrorClass, message: Cow<'static, str>, now: u64) {
+        if let Some(cause) = super::requests::close_cause(class) {
+            self.record.on_close(cause, now);
+        }
         let flights: Vec<InFlight> = match self.conns[c].h2.as_mut() {
             Some(link) => link.wire.take_all().collect(),
             None => Vec::new(),
@@ -486,6 +489,7 @@ impl Shard {
         };
         let any = !expired.is_empty();
         for f in expired.drain(..) {
+            self.record.on_timeout_service(f.phase, f.sent_ns, f.deadline_ns);
             self.finish_failed(
                 f,
                 f.deadline_ns,

@@ -9,7 +9,7 @@ use super::*;
 use crate::engine::conn::{Chunk, State};
 use crate::engine::inflight::InFlight;
 use crate::engine::rxtime;
-use crate::record::ErrorClass;
+use crate::record::{CloseCause, ErrorClass};
 use crate::schedule::Due;
 
 impl Shard {
@@ -222,6 +222,7 @@ impl Shard {
         if self.conns[c].inflight.is_none() {
             // Nothing asked: the server closed an idle keep-alive connection (EOF), or sent
             // bytes nobody requested. Either way the socket is done.
+            self.record.on_close(CloseCause::Target, now);
             self.begin_close(c);
             return;
         }
@@ -252,6 +253,9 @@ impl Shard {
                 self.conns[c].parser.reset();
                 self.finish_answered(c, status, done);
                 if close || !self.keepalive {
+                    if close {
+                        self.record.on_close(CloseCause::Target, now);
+                    }
                     self.begin_close(c);
                 }
             }
@@ -271,6 +275,9 @@ impl Shard {
         if conn.expiry_deferred && conn.inflight.is_some_and(|f| done > f.deadline_ns) {
             // Its deadline had passed with bytes unread, and the answer ended after it.
             let deadline = conn.inflight.map_or(done, |f| f.deadline_ns);
+            if let Some(f) = conn.inflight {
+                self.record.on_timeout_service(f.phase, f.sent_ns, deadline);
+            }
             self.fail_request(
                 c,
                 ErrorClass::Timeout,
@@ -316,9 +323,16 @@ impl Shard {
             self.break_h2(c, class, message, now);
             return;
         }
+        if let Some(cause) = close_cause(class) {
+            self.record.on_close(cause, now);
+        }
+        let opening = matches!(self.conns[c].state, State::Connecting | State::Handshaking);
         if let Some(f) = self.conns[c].inflight.take() {
             self.conns[c].free_since_ns = slot_free(&f, now);
             self.finish_failed(f, now, class, message);
+        } else if opening {
+            // A pool connection that never opened: its slot was never free before now.
+            self.conns[c].free_since_ns = now;
         }
         self.begin_close(c);
     }
@@ -358,12 +372,17 @@ impl Shard {
                 continue;
             }
             match conn.state {
-                State::Busy => self.fail_request(
-                    c,
-                    ErrorClass::Timeout,
-                    Cow::Borrowed("no complete response by its deadline (intended time + timeout)"),
-                    deadline,
-                ),
+                State::Busy => {
+                    if let Some(f) = conn.inflight {
+                        self.record.on_timeout_service(f.phase, f.sent_ns, deadline);
+                    }
+                    self.fail_request(
+                        c,
+                        ErrorClass::Timeout,
+                        Cow::Borrowed("no complete response by its deadline (intended time + timeout)"),
+                        deadline,
+                    );
+                }
                 State::Closing => {
                     if let Some(f) = self.conns[c].retry.take() {
                         self.finish_failed(
@@ -426,11 +445,19 @@ impl Shard {
                 );
             }
         }
-        // Due and not sent by the stop: the loader's when a connection was free (in the
-        // kernel's view) before it, the target's when every one still waited for an answer.
-        let loader = self.h2.is_some() && self.h2_situation().0 > 0 || self.kept_back(stopped_at, &mut None);
-        self.errors +=
-            crate::engine::account_stopped_schedule(&mut self.record, &mut self.schedule, now, stopped_at, loader);
+        // Due and not sent by the stop: the loader's only when a connection was free (in the
+        // kernel's view) for it well before the stop; nobody's otherwise — every connection
+        // still waited for the target (opening, or an answer not yet arrived), or an answer
+        // had just come in (a collapsing target's answers arrive all the time; one unread at
+        // the stop's instant says nothing of how long it sat).
+        let loader_since = self.kernel_free_since();
+        self.errors += crate::engine::account_stopped_schedule(
+            &mut self.record,
+            &mut self.schedule,
+            now,
+            stopped_at,
+            loader_since,
+        );
         self.in_flight = 0;
     }
 }
@@ -443,6 +470,17 @@ pub(in crate::engine) fn own_lag(intended: u64, sent: u64, woke: u64, target: u6
     let lag = sent.saturating_sub(intended);
     let host = woke.saturating_sub(target.max(intended));
     lag.saturating_sub(host)
+}
+
+/// Who a connection closed because of `class` (its request's failure) was closed by: the
+/// loader on a timeout (the target did not answer in time), the target on a reset or a close
+/// under the request; `None` for the loader's own reasons (a protocol or I/O error).
+pub(in crate::engine) fn close_cause(class: ErrorClass) -> Option<CloseCause> {
+    match class {
+        ErrorClass::Timeout => Some(CloseCause::Timeout),
+        ErrorClass::Reset | ErrorClass::ConnectionError => Some(CloseCause::Target),
+        _ => None,
+    }
 }
 
 /// How long an expiry waits for unread bytes of the answer to be read.

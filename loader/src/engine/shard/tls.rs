@@ -136,6 +136,7 @@ impl Shard {
                     }
                 }
             } else if conn.inflight.is_none() {
+                self.record.on_close(crate::record::CloseCause::Target, now);
                 self.begin_close(c);
             } else if res < 0 {
                 let (class, message) = class_of_errno(-res);
@@ -260,6 +261,9 @@ impl Shard {
                     self.conns[c].parser.reset();
                     self.finish_answered(c, status, done);
                     if close || !self.keepalive {
+                        if close {
+                            self.record.on_close(crate::record::CloseCause::Target, now);
+                        }
                         self.begin_close(c);
                         return false;
                     }

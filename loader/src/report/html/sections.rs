@@ -12,12 +12,21 @@ use crate::verdict::{self, floor::Floor};
 /// The verdict box: the page's first thing, so it must stay short enough to be seen whole
 /// without scrolling.
 pub fn verdict(s: &Summary) -> String {
+    let held: Vec<&str> = s.verdict.steps.iter().filter(|t| t.trusted).map(|t| t.phase.as_str()).collect();
+    let spoiled: Vec<&str> = s.verdict.steps.iter().filter(|t| !t.trusted).map(|t| t.phase.as_str()).collect();
+    let partly = format!(
+        "TRUSTED for {}; NOT TRUSTED for {} — loader-side evidence invalidates {}",
+        crate::report::text::phase_list(&held),
+        crate::report::text::phase_list(&spoiled),
+        if spoiled.len() == 1 { "its numbers" } else { "their numbers" }
+    );
     let (class, headline) = match s.verdict.trusted {
         Some(true) => ("trusted", "TRUSTED — no loader-side evidence against these numbers"),
+        Some(false) if !held.is_empty() => ("untrusted", partly.as_str()),
         Some(false) => ("untrusted", "NOT TRUSTED — loader-side evidence invalidates these numbers"),
         None => ("unjudged", "NOT JUDGED — no verdict was computed for this run"),
     };
-    let mut out = format!(r#"<section id="verdict" class="verdict {class}"><h2>Verdict: {headline}</h2>"#);
+    let mut out = format!(r#"<section id="verdict" class="verdict {class}"><h2>Verdict: {}</h2>"#, esc(headline));
     if let Some(failure) = &s.failure {
         let _ = write!(out, r#"<p class="alert">The run failed part-way: {}</p>"#, esc(failure));
     }
@@ -165,6 +174,17 @@ fn findings(s: &Summary) -> String {
             num(c.goodput_min * 100.0),
             num(c.late_max * 100.0),
             c.dropped_max
+        ));
+    }
+    if !a.set_aside_steps.is_empty() {
+        let stands = match a.knee_on_trusted_steps {
+            Some(true) => "the knee stands on trusted steps",
+            _ => "the knee may lie among them: run them again (--repeat)",
+        };
+        items.push(format!(
+            "Set aside (the loader could not vouch for them): {}; the knees and the cliff are found among the other steps, and {}",
+            esc(&a.set_aside_steps.join(", ")),
+            stands
         ));
     }
     if !a.unstable_steps.is_empty() {

@@ -92,14 +92,20 @@ fn host_wide_figures_annotate_and_the_loaders_own_limits_invalidate() {
 fn a_neighbours_time_wait_is_not_the_loaders() {
     // Issue 9: 9,171 TIME_WAIT sockets on the host, 8 of them the loader's.
     let mut s = clean();
-    s.probes.time_wait = Some(crate::summary::TimeWait { entries: 8, max_live: 8, host_max_live: Some(9171) });
+    s.probes.time_wait =
+        Some(crate::summary::TimeWait { entries: 8, max_live: 8, host_max_live: Some(9171), own_choice_max: None });
     s.probes.ephemeral_ports_max_ratio = Some(0.001);
     s.probes.host_ephemeral_ports_max_ratio = Some(0.32);
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["host_time_wait"]));
     assert!(v.reasons[0].detail.contains("loader's own were at most 8"), "{}", v.reasons[0].detail);
     // The loader's own TIME_WAIT above the limit invalidates.
-    s.probes.time_wait = Some(crate::summary::TimeWait { entries: 9000, max_live: 6000, host_max_live: Some(9171) });
+    s.probes.time_wait = Some(crate::summary::TimeWait {
+        entries: 9000,
+        max_live: 6000,
+        host_max_live: Some(9171),
+        own_choice_max: None,
+    });
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["time_wait"]));
 }

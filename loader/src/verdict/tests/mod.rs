@@ -6,6 +6,7 @@ use crate::summary::{self, HealthSummary, ProbeSummary, Resets, RunQueueUs};
 
 mod machine;
 mod starvation;
+mod steps;
 
 /// A clean run: 100 req/s for 2 s, all answered on time, probes on.
 pub(crate) fn clean() -> Summary {
@@ -470,7 +471,8 @@ fn lost_probe_events_annotate_and_invalidate_when_they_could_hide_a_rule() {
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["probe_events_lost"]));
     s.probes.lost = Some(600);
-    s.probes.time_wait = Some(crate::summary::TimeWait { entries: 9_000, max_live: 4_500, host_max_live: None });
+    s.probes.time_wait =
+        Some(crate::summary::TimeWait { entries: 9_000, max_live: 4_500, host_max_live: None, own_choice_max: None });
     let v = judge(&s, &Limits::default());
     assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["probe_events_lost"]));
     assert!(v.reasons[0].detail.contains("sockets"), "{}", v.reasons[0].detail);

@@ -211,6 +211,7 @@ fn stopped(late_loader: u64) -> Summary {
         cause: "goodput".into(),
         detail: "cliff held 3 consecutive seconds".into(),
         halted_within_ms: Some(1.0),
+        after_last_send: false,
         loader_behind: false,
     });
     s.series = (0..6u64)
