@@ -275,15 +275,7 @@ impl Shard {
         if conn.expiry_deferred && conn.inflight.is_some_and(|f| done > f.deadline_ns) {
             // Its deadline had passed with bytes unread, and the answer ended after it.
             let deadline = conn.inflight.map_or(done, |f| f.deadline_ns);
-            if let Some(f) = conn.inflight {
-                self.record.on_timeout_service(f.phase, f.sent_ns, deadline);
-            }
-            self.fail_request(
-                c,
-                ErrorClass::Timeout,
-                Cow::Borrowed("no complete response by its deadline (intended time + timeout)"),
-                deadline,
-            );
+            self.time_out(c, deadline);
             return;
         }
         let Some(f) = conn.inflight.take() else { return };
@@ -337,6 +329,20 @@ impl Shard {
         self.begin_close(c);
     }
 
+    /// The request sent on `c` got no complete answer by its `deadline`: a timeout, recorded
+    /// at the deadline with its time on the wire, and the connection closed.
+    fn time_out(&mut self, c: usize, deadline: u64) {
+        if let Some(f) = self.conns[c].inflight {
+            self.record.on_timeout_service(f.phase, f.sent_ns, deadline);
+        }
+        self.fail_request(
+            c,
+            ErrorClass::Timeout,
+            Cow::Borrowed("no complete response by its deadline (intended time + timeout)"),
+            deadline,
+        );
+    }
+
     /// Fail what has passed its deadline — requests, connects, handshakes — at exactly the
     /// deadline, and note the earliest deadline still ahead.
     pub(super) fn expire(&mut self, now: u64) {
@@ -372,17 +378,7 @@ impl Shard {
                 continue;
             }
             match conn.state {
-                State::Busy => {
-                    if let Some(f) = conn.inflight {
-                        self.record.on_timeout_service(f.phase, f.sent_ns, deadline);
-                    }
-                    self.fail_request(
-                        c,
-                        ErrorClass::Timeout,
-                        Cow::Borrowed("no complete response by its deadline (intended time + timeout)"),
-                        deadline,
-                    );
-                }
+                State::Busy => self.time_out(c, deadline),
                 State::Closing => {
                     if let Some(f) = self.conns[c].retry.take() {
                         self.finish_failed(
