@@ -432,6 +432,74 @@ mod tests {
         assert_eq!(cliff(&steps, 0.01, &KneeRules::default()), None, "no errors, no collapse: no cliff");
     }
 
+    /// Steps judged against a p99 SLO of 100 ms, the verdict setting aside `spoiled` (indices).
+    fn with_set_aside(rows: &[(f64, f64, f64)], spoiled: &[usize]) -> Vec<StepJudgement> {
+        use super::super::step::{PhaseTrust, judge_steps_trusting};
+        let phases: Vec<_> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, &(offered, ok, p99))| {
+                let mut p = super::super::fixtures::phase(&format!("step {}", i + 1), offered, ok, 8.0);
+                p.start_s = 8.0 * i as f64;
+                p.latency_ms.p99 = p99;
+                p
+            })
+            .collect();
+        let trust: Vec<PhaseTrust> = (0..rows.len())
+            .map(|i| match spoiled.contains(&i) {
+                true => PhaseTrust { trusted: Some(false), why: vec!["runqueue_delay".into()] },
+                false => PhaseTrust { trusted: Some(true), why: Vec::new() },
+            })
+            .collect();
+        let c = Criteria { p99_ms: Some(100.0), ..Default::default() };
+        judge_steps_trusting(&phases, &[], &c, &trust)
+    }
+
+    const LADDER: &[(f64, f64, f64)] = &[
+        (100.0, 100.0, 10.0),
+        (150.0, 150.0, 10.0),
+        (200.0, 199.0, 55.0),
+        (300.0, 200.0, 4000.0),
+        (600.0, 130.0, 5000.0),
+    ];
+
+    #[test]
+    fn untrusted_steps_past_the_break_leave_the_knee_standing() {
+        // Issue 46, finding 5: the collapse spoiled the last step; the knee is the target's.
+        let steps = with_set_aside(LADDER, &[4]);
+        let k = knees(&steps, &Criteria::default(), &KneeRules::default());
+        let slo = k.slo.as_ref().unwrap();
+        assert_eq!((slo.rps, slo.next.as_deref()), (200.0, Some("step 4")));
+        assert!(slo.detail.ends_with("set aside (the loader could not vouch for them): step 5 (runqueue_delay)"));
+        assert_eq!((k.set_aside.clone(), k.on_trusted_steps), (vec!["step 5".to_string()], Some(true)));
+        // The cliff is found among trusted steps only: step 5 was the collapse, set aside.
+        assert_eq!(cliff(&steps, 0.01, &KneeRules::default()), None);
+        assert!(
+            steps[4]
+                .fail_reasons
+                .iter()
+                .any(|r| r.detail.starts_with("loader untrusted in this step (runqueue_delay)"))
+        );
+    }
+
+    #[test]
+    fn an_untrusted_step_where_the_knee_may_lie_leaves_it_unsettled() {
+        // Step 3 spoiled between the last trusted pass (2) and the first trusted failure (4).
+        let k = knees(&with_set_aside(LADDER, &[2]), &Criteria::default(), &KneeRules::default());
+        assert_eq!((k.slo.as_ref().map(|k| k.rps), k.on_trusted_steps), (Some(150.0), Some(false)));
+        // A spell in step 1 only: the knee stands on steps 2–3 and the break at 4.
+        let k = knees(&with_set_aside(LADDER, &[0]), &Criteria::default(), &KneeRules::default());
+        assert_eq!((k.slo.as_ref().map(|k| k.rps), k.on_trusted_steps), (Some(200.0), Some(true)));
+        // No trusted step failed: where the knee is, the spoiled steps may say.
+        let k = knees(&with_set_aside(&LADDER[..4], &[3]), &Criteria::default(), &KneeRules::default());
+        assert_eq!(k.on_trusted_steps, Some(false));
+        // Nothing set aside: the question does not arise.
+        let k = knees(&with_set_aside(LADDER, &[]), &Criteria::default(), &KneeRules::default());
+        assert_eq!(k.on_trusted_steps, None);
+        let c = cliff(&with_set_aside(LADDER, &[]), 0.01, &KneeRules::default()).unwrap();
+        assert!(c.detail.ends_with("the target's: the loader vouched for this step"), "{}", c.detail);
+    }
+
     #[test]
     fn seed_002_node_2a_knee_is_150() {
         // §0.8 example 2: "the last step still passing is 150".
