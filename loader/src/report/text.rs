@@ -84,7 +84,7 @@ pub fn render(s: &Summary) -> String {
     let r = &s.run;
     let _ = writeln!(
         out,
-        "{}connections {} (opened {}, failed {}{}), threads {}, timeout {}s, elapsed {:.1}s{}",
+        "{}connections {} (opened {}, failed {}{}{}), threads {}, timeout {}s, elapsed {:.1}s{}",
         if r.protocol == "h2" {
             format!("HTTP/2, {} streams per connection at most, ", r.max_streams)
         } else {
@@ -93,6 +93,11 @@ pub fn render(s: &Summary) -> String {
         r.connections,
         r.connections_opened,
         r.connect_failures,
+        if r.closed_on_timeout + r.closed_by_target > 0 {
+            format!("; closed by the loader on timeouts {}, by the target {}", r.closed_on_timeout, r.closed_by_target)
+        } else {
+            String::new()
+        },
         if r.deadline_while_connecting > 0 {
             format!("; {} requests ran out of time while their connection opened", r.deadline_while_connecting)
         } else {
