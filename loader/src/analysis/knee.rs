@@ -118,6 +118,9 @@ pub enum CliffRule {
     GoodputFall,
     /// ok/s below [`KneeRules::collapse_ratio`] of the offered rate.
     GoodputCollapse,
+    /// The emergency stop's own rule (errors or goodput bad for seconds on end), the target's,
+    /// in a step cut short before its own figures could say so.
+    EmergencyStop,
 }
 
 impl CliffRule {
@@ -127,6 +130,7 @@ impl CliffRule {
             CliffRule::ErrorBudget => "error_budget",
             CliffRule::GoodputFall => "goodput_fall",
             CliffRule::GoodputCollapse => "goodput_collapse",
+            CliffRule::EmergencyStop => "emergency_stop",
         }
     }
 }
@@ -392,6 +396,22 @@ pub fn cliff(steps: &[StepJudgement], error_budget: f64, rules: &KneeRules) -> O
         prev = Some(cur);
     }
     None
+}
+
+/// The cliff an emergency stop of the target's called, when the steps' own figures call none:
+/// the step (of those the verdict vouched for) where its streak of bad seconds began,
+/// `phase` by index, `detail` the stop's. A step cut short by a stop has no goodput to judge,
+/// and its errors are mostly requests the stop aborted, which are no one's failures — so the
+/// stop's per-second evidence is the cliff's.
+pub fn stop_cliff(steps: &[StepJudgement], phase: usize, detail: &str) -> Option<Cliff> {
+    let s = steps.iter().filter(|s| s.passed.is_some() && s.set_aside.is_none()).find(|s| s.phase == phase)?;
+    Some(Cliff {
+        rps: s.numbers.offered_rps,
+        step: s.name.clone(),
+        phase: s.phase,
+        rule: CliffRule::EmergencyStop,
+        detail: format!("the emergency stop's streak began here: {detail}; the target's, the loader kept its schedule"),
+    })
 }
 
 /// All knees of a run, found among the steps the verdict vouched for; the SLO knee's detail

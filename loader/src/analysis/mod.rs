@@ -56,6 +56,9 @@ pub struct RunFacts<'a> {
     pub trust: Vec<PhaseTrust>,
     /// Shards whose in-flight peaks were summed per second.
     pub shards: usize,
+    /// An emergency stop that was the target's (not the loader's): the phase (by index) where
+    /// its streak of bad seconds began, and its sentence.
+    pub stop: Option<(usize, String)>,
 }
 
 impl<'a> RunFacts<'a> {
@@ -72,7 +75,12 @@ impl<'a> RunFacts<'a> {
                 None => PhaseTrust::default(),
             })
             .collect();
-        RunFacts { phases: &summary.phases, series: &summary.series, trust, shards: summary.run.threads }
+        let stop = summary.analysis.emergency_stop.as_ref().filter(|e| !e.loader_behind).and_then(|e| {
+            let second = e.since_s as f64 + 0.5;
+            let phase = summary.phases.iter().position(|p| p.start_s <= second && second < p.start_s + p.duration_s)?;
+            Some((phase, e.detail.clone()))
+        });
+        RunFacts { phases: &summary.phases, series: &summary.series, trust, shards: summary.run.threads, stop }
     }
 
     /// The facts of phases and series all judged `trusted` (`None`: no verdict).
@@ -83,7 +91,7 @@ impl<'a> RunFacts<'a> {
         shards: usize,
     ) -> Self {
         let trust = phases.iter().map(|_| PhaseTrust { trusted, why: Vec::new() }).collect();
-        RunFacts { phases, series, trust, shards }
+        RunFacts { phases, series, trust, shards, stop: None }
     }
 }
 
@@ -135,7 +143,8 @@ pub fn analyze_run(run: &RunFacts<'_>, criteria: &Criteria, rules: &KneeRules) -
     let steps = step::judge_steps_trusting(run.phases, run.series, criteria, &run.trust);
     Ok(Analysis {
         knees: knee::knees(&steps, criteria, rules),
-        cliff: knee::cliff(&steps, criteria.error_budget, rules),
+        cliff: knee::cliff(&steps, criteria.error_budget, rules)
+            .or_else(|| run.stop.as_ref().and_then(|(phase, detail)| knee::stop_cliff(&steps, *phase, detail))),
         little: little::check_steps(&steps, run.shards),
         steps,
     })
@@ -227,6 +236,36 @@ mod tests {
         let a = analyze_run(&facts(&phases, &[], Some(false)), &c, &KneeRules::default()).unwrap();
         assert!(a.steps.iter().all(|j| j.passed == Some(false)));
         assert_eq!(a.knees.slo, None);
+    }
+
+    #[test]
+    fn an_emergency_stop_of_the_targets_is_the_cliff_its_cut_step_cannot_call() {
+        // Issue 46: with the stop on, the step it cut short had no goodput to judge and its
+        // errors were mostly aborted requests, so no cliff was called although the stop said
+        // "cliff held 3 consecutive seconds".
+        use super::fixtures::phase;
+        let mut phases: Vec<PhaseSummary> = [(100.0, 100.0), (200.0, 198.0), (400.0, 190.0)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(rate, ok))| {
+                let mut p = phase(&format!("step {}", i + 1), rate, ok, 8.0);
+                p.start_s = 8.0 * i as f64;
+                p
+            })
+            .collect();
+        // Step 3 cut at 3 s: its own requests mostly aborted, none failed.
+        let p = &mut phases[2];
+        *p.errors.get_mut("aborted").unwrap() = 1500;
+        *p.errors.get_mut("unsent").unwrap() = 1700;
+        p.ok = p.requests - 3200;
+        p.measured_s = Some(3.0);
+        let mut run = facts(&phases, &[], Some(true));
+        let c = Criteria::default();
+        assert_eq!(analyze_run(&run, &c, &KneeRules::default()).unwrap().cliff, None);
+        run.stop = Some((2, "cliff held 3 consecutive seconds (since t=16 s)".into()));
+        let cliff = analyze_run(&run, &c, &KneeRules::default()).unwrap().cliff.unwrap();
+        assert_eq!((cliff.step.as_str(), cliff.rule), ("step 3", knee::CliffRule::EmergencyStop));
+        assert!(cliff.detail.contains("since t=16 s"), "{}", cliff.detail);
     }
 
     #[test]
