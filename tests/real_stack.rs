@@ -108,18 +108,32 @@ fn run_case(case: &Case) -> Vec<String> {
     for source in &case.watch {
         args.extend(["--watch".into(), source.clone()]);
     }
-    let started = Instant::now();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let outcome = Run::new(case.name).args(&args).limit(Duration::from_secs(150)).run();
-    let took = started.elapsed();
-    let failed = judge(case, &outcome);
-    let table = describe(case, &outcome, took, &failed);
-    eprintln!("{table}");
-    let file = common::tmp_dir().join("real-stack.txt");
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&file) {
-        let _ = writeln!(f, "{table}");
+    // A run the VM's host spoiled (every invalidating reason laid at its steal) is made once
+    // more after a quiet second, and the second is judged whatever it says (as tests/knee.rs).
+    for attempt in 1..=2 {
+        let started = Instant::now();
+        let outcome = Run::new(case.name).args(&args).limit(Duration::from_secs(150)).run();
+        let took = started.elapsed();
+        let failed = judge(case, &outcome);
+        let table = describe(case, &outcome, took, &failed);
+        eprintln!("{table}");
+        let file = common::tmp_dir().join("real-stack.txt");
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&file) {
+            let _ = writeln!(f, "{table}");
+        }
+        let spoiled = outcome.summary.as_ref().and_then(|s| common::spoiled_by_steal(s, &outcome.invalidating()));
+        if let (false, 1, Some(steal)) = (failed.0.is_empty(), attempt, spoiled) {
+            let quiet = common::wait_for_a_quiet_host();
+            eprintln!(
+                "{}: spoiled by {steal} ms of steal: once more ({quiet} ms in the last second waited)",
+                case.name
+            );
+            continue;
+        }
+        return failed.0.into_iter().map(|f| format!("{}: {f}", case.name)).collect();
     }
-    failed.0.into_iter().map(|f| format!("{}: {f}", case.name)).collect()
+    unreachable!("the second attempt returns")
 }
 
 /// Whether `rps` is within one step of `capacity` among `steps`: its index at most one from
@@ -197,6 +211,11 @@ fn judge(case: &Case, o: &Outcome) -> Failed {
             Some(false) => f.0.push(format!("{name} (at or below the knee) untrusted")),
             None => f.0.push(format!("{name}: no per-step trust in the summary (verdict.steps[] or phases[].trusted)")),
         }
+    }
+    // The cliff is the collapse the run was meant to reach: the target's, never set aside as
+    // the loader's.
+    if let Some(cliff) = s["cliff"]["step"].as_str() {
+        f.expect(step_trusted(s, cliff) != Some(false), || format!("the cliff ({cliff}) untrusted"));
     }
     let loader_side: Vec<String> = reasons(s)
         .filter(|r| r["invalidates"] == true && r["side"] == "loader")
