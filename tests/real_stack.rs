@@ -38,6 +38,9 @@ const HOLD: &str = "5s";
 const WARMUP: &str = "2s";
 const SLO_P99: &str = "500ms";
 const CONNECTIONS: &str = "256";
+/// How far above the capacity a step's ok/s may read (see [`Case::ceiling`]).
+const EXACT: f64 = 1.1;
+const MEASURED: f64 = 1.25;
 
 /// The sleeping endpoint: 8 workers of 40 ms, 200 req/s.
 const SLEEP_WORKERS: u32 = 8;
@@ -54,6 +57,9 @@ struct Case<'a> {
     url: String,
     /// The capacity it is judged against, req/s.
     capacity: f64,
+    /// No step's ok/s may exceed this multiple of it: 1.1 where the capacity is known by
+    /// construction (workers ÷ service time), 1.25 where a closed-loop tool measured it.
+    ceiling: f64,
     steps: Vec<f64>,
     emergency_stop: bool,
     watch: Vec<String>,
@@ -239,11 +245,15 @@ fn judge(case: &Case, o: &Outcome) -> Failed {
     // step short: no step answers faster than the target can.
     for p in &steps {
         let ok_rps = p["ok_rps"].as_f64().unwrap_or(0.0);
-        f.expect(ok_rps <= 1.1 * case.capacity, || {
+        f.expect(ok_rps <= case.ceiling * case.capacity, || {
             format!(
                 "{} ok/s {ok_rps:.1} above the capacity {:.0} (ok {} over {} s measured)",
                 p["name"], case.capacity, p["ok"], p["measured_s"]
             )
+        });
+        let (ok, measured) = (p["ok"].as_f64().unwrap_or(0.0), p["measured_s"].as_f64().unwrap_or(0.0));
+        f.expect(measured <= 0.0 || (ok_rps * measured - ok).abs() <= 0.1 * ok + 5.0, || {
+            format!("{} ok/s {ok_rps:.1} is not its {ok} ok over {measured} s measured", p["name"])
         });
     }
     // Little's law holds when every answer timed out.
@@ -449,12 +459,15 @@ fn a_pool_of_sleeping_workers_is_the_knee() {
     let capacity = f64::from(SLEEP_WORKERS) * 1000.0 / f64::from(SLEEP_MS);
     let measured = stack.capacity(&path);
     eprintln!("sleep.php: capacity {capacity:.0} req/s by workers ÷ sleep, {measured:.1} by wrk");
-    assert!((measured / capacity - 1.0).abs() < 0.05, "wrk found {measured:.1} req/s, not {capacity:.0}");
+    // Each request also holds its worker for nginx's and php-fpm's own work (about 1 ms here),
+    // and wrk waits for each answer before its next request: a few % below.
+    assert!((measured / capacity - 1.0).abs() < 0.1, "wrk found {measured:.1} req/s, not {capacity:.0}");
     let (url, pool, fpm) = (stack.url(&path), stack.pool_source("pool"), format!("fpm=pid:{}", stack.fpm_pid()));
     both_runs(&stack, |emergency_stop| Case {
         name: if emergency_stop { "real-stack-sleep" } else { "real-stack-sleep-no-stop" },
         url: url.clone(),
         capacity,
+        ceiling: EXACT,
         steps: steps_at(capacity),
         emergency_stop,
         watch: vec![pool.clone(), fpm.clone()],
@@ -482,6 +495,7 @@ fn php_fpm_s_cpu_is_the_knee() {
         name: if emergency_stop { "real-stack-cpu" } else { "real-stack-cpu-no-stop" },
         url: url.clone(),
         capacity,
+        ceiling: MEASURED,
         steps: steps_at(capacity),
         emergency_stop,
         watch: vec![fpm.clone(), pool.clone()],
@@ -524,6 +538,7 @@ fn a_core_shared_by_php_fpm_and_postgres_is_the_knee() {
         name: if emergency_stop { "real-stack-db" } else { "real-stack-db-no-stop" },
         url: url.clone(),
         capacity,
+        ceiling: MEASURED,
         steps: steps_at(capacity),
         emergency_stop,
         watch: watch.clone(),
@@ -556,6 +571,7 @@ fn finding_1_the_built_in_target_stepped_into_collapse() {
         name: "real-stack-finding-1",
         url: target.url(),
         capacity: 200.0,
+        ceiling: EXACT,
         steps,
         emergency_stop: false,
         watch: Vec::new(),
