@@ -179,11 +179,11 @@ impl Stack {
     }
 
     /// The endpoint's capacity as a closed-loop tool finds it: wrk on the loader's CPU with
-    /// twice the pool's connections, the better of two 4 s runs (after 1 s to warm up) — a
-    /// spell of the VM host's steal lowers one, never raises it.
+    /// four times the pool's connections, the better of two 4 s runs (after 1 s to warm up) —
+    /// a spell of the VM host's steal lowers one, never raises it.
     pub fn capacity(&self, path: &str) -> f64 {
         let url = self.url(path);
-        let connections = (2 * self.workers).to_string();
+        let connections = (4 * self.workers).to_string();
         let wrk = |seconds: &str| {
             let mut command = Command::new("wrk");
             common::pin_to_cpu(&mut command, LOADER_CPU);
