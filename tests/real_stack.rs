@@ -45,10 +45,11 @@ const MEASURED: Option<f64> = None;
 /// The sleeping endpoint: 8 workers of 40 ms, 200 req/s.
 const SLEEP_WORKERS: u32 = 8;
 const SLEEP_MS: u32 = 40;
-/// The CPU-bound endpoint: about 7 ms of php-fpm's CPU a request here (about 145 req/s).
+/// The CPU-bound endpoint: 6–7 ms of php-fpm's CPU a request here (wrk: 118–154 req/s on the
+/// shared 2-core VM, 142–154 when its neighbours were quiet).
 const CPU_PATH: &str = "/cpu.php?rounds=50000";
 /// The database endpoint: PostgreSQL about 60 % of the request's CPU, php-fpm 35 %, nginx
-/// the rest (about 250 req/s here).
+/// the rest (wrk: 230–340 req/s on the shared VM; PostgreSQL's CPU a request varied 1.3–2.3 ms).
 const DB_PATH: &str = "/db.php?rounds=20";
 
 /// One stepped run's settings and what it must find.
