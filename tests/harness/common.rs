@@ -338,6 +338,23 @@ pub fn show(output: &std::process::Output) -> String {
     )
 }
 
+/// Let `command`'s process (and whatever it forks) run only on CPU `cpu`, as `taskset -c CPU`
+/// would, without a wrapper process between the test and the child it kills.
+pub fn pin_to_cpu(command: &mut Command, cpu: usize) {
+    // SAFETY: sched_setaffinity is an async-signal-safe system call; nothing else runs between
+    // fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+}
+
 /// Busy-looping shells; killed on drop.
 pub struct Hogs(Vec<Child>);
 

@@ -43,6 +43,12 @@ pub fn start(dir: &Path, keepalive_requests: u32, http: &str, server_extra: &str
     start_listening(dir, keepalive_requests, http, server_extra, "")
 }
 
+/// [`start`] with nginx (master and worker, which inherits it) allowed only on CPU `cpu`:
+/// a target sharing one core with the rest of its stack (tests/harness/stack.rs).
+pub fn start_on_cpu(dir: &Path, cpu: usize, keepalive_requests: u32, http: &str, server_extra: &str) -> Nginx {
+    launch(dir, keepalive_requests, http, server_extra, "", Some(cpu))
+}
+
 /// [`start`] speaking HTTP/2 with prior knowledge (h2c) on its plain port — nginx's
 /// `listen … http2` — and HTTP/1.1 to no one. `keepalive_requests` also ends HTTP/2
 /// connections: after that many streams nginx sends GOAWAY (nginx ≥ 1.19.7).
@@ -71,6 +77,17 @@ pub fn start_h2_tls(dir: &Path, keepalive_requests: u32, http: &str, server_extr
 }
 
 fn start_listening(dir: &Path, keepalive_requests: u32, http: &str, server_extra: &str, listen: &str) -> Nginx {
+    launch(dir, keepalive_requests, http, server_extra, listen, None)
+}
+
+fn launch(
+    dir: &Path,
+    keepalive_requests: u32,
+    http: &str,
+    server_extra: &str,
+    listen: &str,
+    cpu: Option<usize>,
+) -> Nginx {
     let bin = binary().expect("checked by the caller");
     std::fs::create_dir_all(dir.join("html")).unwrap();
     // A body large enough for gzip to stream it in several chunks.
@@ -91,7 +108,11 @@ fn start_listening(dir: &Path, keepalive_requests: u32, http: &str, server_extra
     );
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
     std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-    let child = Command::new(bin)
+    let mut command = Command::new(bin);
+    if let Some(cpu) = cpu {
+        common::pin_to_cpu(&mut command, cpu);
+    }
+    let child = command
         .arg("-p")
         .arg(dir)
         .arg("-c")

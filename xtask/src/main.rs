@@ -32,7 +32,8 @@ usage: cargo xtask <command> [args]
 
 commands:
   setup [--bench]   install missing pieces: rust-src, bpf-linker, tracefs, nginx, wrk,
-                    iproute2, nftables, binutils, python3, g++ (--bench: also oha, and says
+                    iproute2, nftables, binutils, python3, g++, php8.2-fpm, postgresql-15,
+                    postgres_exporter and the rest the suites need (--bench: also oha, and says
                     whether wrk2, vegeta and k6 are there); one ok:/installing: line each
   demo [ARGS...]    setup, build the release loader, run `loader run --out out/demo ARGS`
   test [ARGS...]    setup, then `cargo test --workspace --release ARGS` (LOADER_EBPF=require

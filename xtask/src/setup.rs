@@ -25,7 +25,7 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 /// What to install beyond the build and test needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Extras {
-    /// rust-src, bpf-linker, tracefs, nginx and wrk.
+    /// rust-src, bpf-linker, tracefs, nginx, wrk and the rest of the test suites' packages.
     None,
     /// Also oha (and python3), for `bench/run.sh`; and a word on the fixed-rate mode's
     /// wrk2, vegeta and k6, which it does not install.
@@ -65,6 +65,13 @@ pub fn run(extras: Extras) -> Result<()> {
         ("bpftool", "bpftool"),
         // The HTML report's end-to-end test opens it in headless Chromium.
         ("chromium", "chromium"),
+        // The real-stack suite (tests/real_stack.rs): nginx → PHP-FPM 8.2 → PostgreSQL 15,
+        // each started by the tests with a private config; postgres_exporter beside them.
+        // Neither the server binaries nor a PHP module are on PATH: their files prove them.
+        ("php-fpm8.2", "php8.2-fpm"),
+        ("/etc/php/8.2/mods-available/pgsql.ini", "php8.2-pgsql"),
+        ("/usr/lib/postgresql/15/bin/postgres", "postgresql-15"),
+        ("prometheus-postgres-exporter", "prometheus-postgres-exporter"),
         CXX,
     ];
     apt_packages(root, &packages)?;
@@ -253,11 +260,14 @@ fn py_tools() -> Result<()> {
     Ok(())
 }
 
-/// (d) Debian packages, as (binary that proves it, package that provides it).
+/// (d) Debian packages, as (what proves it, package that provides it): a binary on PATH, or
+/// an absolute path for a package that puts none there (a PHP module, PostgreSQL's server).
 fn apt_packages(root: bool, wanted: &[(&str, &str)]) -> Result<()> {
-    let (present, missing): (Vec<_>, Vec<_>) = wanted.iter().partition(|(binary, _)| cmd::which(binary).is_some());
+    let (present, missing): (Vec<_>, Vec<_>) = wanted.iter().partition(|(proof, _)| installed(proof));
     if !present.is_empty() {
-        let names: Vec<&str> = present.iter().map(|(binary, _)| *binary).collect();
+        // A path proof reads better as its package's name.
+        let names: Vec<&str> =
+            present.iter().map(|(proof, package)| if proof.starts_with('/') { *package } else { *proof }).collect();
         println!("ok: {}", names.join(", "));
     }
     if missing.is_empty() {
@@ -282,12 +292,16 @@ fn apt_packages(root: bool, wanted: &[(&str, &str)]) -> Result<()> {
         .args(["-o", &lock_wait, "install", "-q", "-y", "--no-install-recommends"])
         .args(&packages)
         .run()?;
-    let still: Vec<&str> =
-        missing.iter().map(|(binary, _)| *binary).filter(|binary| cmd::which(binary).is_none()).collect();
+    let still: Vec<&str> = missing.iter().map(|(proof, _)| *proof).filter(|proof| !installed(proof)).collect();
     if !still.is_empty() {
-        bail!("apt-get finished but {} is still not on PATH", still.join(", "));
+        bail!("apt-get finished but {} is still missing", still.join(", "));
     }
     Ok(())
+}
+
+/// A package's proof is there: an absolute path that exists, or a program on PATH.
+fn installed(proof: &str) -> bool {
+    if Path::new(proof).is_absolute() { Path::new(proof).exists() } else { cmd::which(proof).is_some() }
 }
 
 /// oha, for the bench only. A failure is a warning: bench/run.sh skips a missing tool.
