@@ -317,10 +317,23 @@ pub fn throughput_knee(steps: &[StepJudgement], goodput_min: f64, rules: &KneeRu
     })
 }
 
+/// Seconds a step cut short must have run for the adaptive rule to read it.
+const MIN_CUT_STEP_S: f64 = 2.0;
+
 /// Seed 004's rule on consecutive steps: rate up, ok/s gain < min(5 %, rate gain / 2), p99
 /// jump > 25 %. The knee is the step before the first firing; `None` if it never fires.
 pub fn adaptive_knee(steps: &[StepJudgement], rules: &KneeRules) -> Option<Knee> {
-    let run: Vec<&StepJudgement> = ran(steps).take_while(|s| s.numbers.unsent == 0).collect();
+    // A step cut short by a stop still has its p99 (a lower bound: its unfinished requests
+    // are recorded at the stop) and its ok/s over the time its answers came: enough to see
+    // the rate's gain stall while the p99 jumps, if it ran a few seconds. The walk ends there.
+    let mut cut = false;
+    let run: Vec<&StepJudgement> = ran(steps)
+        .take_while(|s| {
+            let take = !cut && (s.numbers.unsent == 0 || s.numbers.measured_s >= MIN_CUT_STEP_S);
+            cut |= s.numbers.unsent > 0;
+            take
+        })
+        .collect();
     run.windows(2).find_map(|w| {
         let (p, c) = (&w[0].numbers, &w[1].numbers);
         if c.offered_rps <= p.offered_rps || p.ok_rps <= 0.0 || p.p99_ms <= 0.0 {

@@ -129,6 +129,8 @@ pub struct StepNumbers {
     pub timeouts: u64,
     /// Hold length, seconds.
     pub duration_s: f64,
+    /// The part of the hold that ran, seconds (less than `duration_s` in a step cut short).
+    pub measured_s: f64,
     /// Highest in-flight count of the step's seconds (an upper bound); `None` without series.
     pub in_flight_max: Option<u64>,
 }
@@ -169,6 +171,7 @@ impl StepNumbers {
             service_mean_ms: phase.service_ms.mean,
             timeouts: class("timeout"),
             duration_s: phase.duration_s,
+            measured_s: phase.measured_s.unwrap_or(phase.duration_s),
             in_flight_max: in_flight_max(phase, series),
         }
     }
