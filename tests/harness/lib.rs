@@ -7,6 +7,8 @@
 //! - [`matrix`]: the verdict matrix's faults (each a guard undone on drop) and its table.
 //! - [`nginx`]: nginx from apt with its own prefix, killed on drop.
 //! - [`hostile`]: the hostile HTTP server (`hostile_server.py`) and runs against it.
+//! - [`watch`]: the watch suite's targets: the pool server, a quota cgroup, node_exporter, a
+//!   spinner on one CPU.
 //!
 //! Every wait is bounded in count and time.
 
@@ -14,3 +16,4 @@ pub mod common;
 pub mod hostile;
 pub mod matrix;
 pub mod nginx;
+pub mod watch;
