@@ -126,7 +126,10 @@ fn a_pool_at_its_limit_is_named_and_an_unwatched_pool_is_not_blamed_on_the_cpu()
     // Past the pool's ceiling the scrape itself queued for a worker: read as the pool full.
     assert!(w["sources"][0]["queued_s"].as_u64().is_some_and(|n| n > 0), "{}", w["sources"][0]);
     let busy = |step: &str| phase(&s, step)["watch"]["pool"]["mean"]["value"].as_f64().unwrap();
-    assert!((busy("step 1") - 1.0).abs() < 0.5, "50 req/s × 20 ms = 1 worker busy: {}", busy("step 1"));
+    // 50 req/s × 20 ms = 1 worker busy, read at one instant a second (as php-fpm's page is):
+    // 0 to 2 in a second, a mean of 0.5–1.5 over the step's two; the scrape's own worker
+    // left in would read 1.5–2.5.
+    assert!((0.5..=1.5).contains(&busy("step 1")), "50 req/s × 20 ms = 1 worker busy: {}", busy("step 1"));
     assert!(busy("step 5") > 3.6, "at the limit: {}", busy("step 5"));
     assert!(phase(&s, "step 3")["watch"]["pool"]["saturated"].is_null(), "three of four busy is not the limit");
     // The server's CPU was far from a core: never named.
@@ -143,8 +146,8 @@ fn a_pool_at_its_limit_is_named_and_an_unwatched_pool_is_not_blamed_on_the_cpu()
 }
 
 /// Issue 46's real stack in small: a CPU-bound server (2 ms of CPU a request) and a neighbour
-/// asking 40 % of a core share CPU 1, the loader on CPU 0: the server's ceiling is about
-/// 270 req/s. Neither process nears its own ceiling (one core: its affinity, not the
+/// asking 40 % of a core (about 30 % once the core is contended) share CPU 1, the loader on
+/// CPU 0: the server's ceiling is about 350 req/s. Neither process nears its own ceiling (one core: its affinity, not the
 /// loader's two), yet CPU 1 is full at the knee: the knee names the core and each watched
 /// process's share of it. The sampler, beside the loader's only shard, costs under 1 ms of
 /// CPU a second per source.
@@ -165,7 +168,7 @@ fn a_core_shared_by_two_processes_is_named_with_each_share() {
         "--profile",
         "step",
         "--steps",
-        "60,120,180,240,360",
+        "100,200,300,450,600",
         "--hold",
         "3s",
         "--slo-p99",

@@ -5,7 +5,8 @@
 //! Three readings beyond "this one was at its ceiling":
 //! - **Shared cores.** Cores (`cpu:1`, a local node_exporter's idle counter of CPU 1) full
 //!   while each process on them is far from its own ceiling: the cores are named with each
-//!   watched process's share (`CPU 1 full at step 4 — pg 0.51, fpm 0.33, web 0.11 cores`),
+//!   watched process's share (`CPU 1 full at step 4 (cpu1: CPU 0.98 of 1.00 cores) — pg 0.51,
+//!   fpm 0.33, web 0.11 cores`),
 //!   and the knee is put against the cores' ceiling, not a process's.
 //! - **The cause before the queue.** When CPU and a pool reach their ceilings in the same
 //!   step, the CPU is named (the workers were busy working) and the pool beside it.
@@ -22,6 +23,10 @@ use crate::summary::{PhaseSummary, Summary, WatchShare, WatchSource, WatchStep, 
 /// Every watched CPU under this share of its ceiling while a pool sat at its limit: its
 /// workers were waiting, not working.
 pub const WAITING_SHARE: f64 = 0.5;
+
+/// CPU on shared cores that the watched sharers leave unexplained, cores, from which it is
+/// named as "the rest".
+pub const UNWATCHED_SHARE: f64 = 0.05;
 
 /// The knee explained.
 #[derive(Debug, Default)]
@@ -81,23 +86,23 @@ pub fn explain(s: &Summary, w: &WatchSummary) -> Explained {
     let shares = cores.as_deref().map_or(Vec::new(), |cpus| shares(p, w, chosen, cpus));
     let body = match cores.as_deref() {
         Some(cpus) => {
-            let list = if shares.is_empty() {
-                String::new()
-            } else {
-                let each: Vec<String> = shares
-                    .iter()
-                    .map(|sh| {
-                        format!(
-                            "{} {:.2}{}",
-                            sh.name,
-                            sh.cores,
-                            if sh.also_elsewhere { " (also allowed elsewhere)" } else { "" }
-                        )
-                    })
-                    .collect();
-                format!("{} cores; ", each.join(", "))
-            };
-            format!("{} full at {} — {list}{what} ({}){also}", cpu_name(cpus), p.name, chosen.name)
+            let each: Vec<String> = shares
+                .iter()
+                .map(|sh| {
+                    let elsewhere = if sh.also_elsewhere { " (also allowed elsewhere)" } else { "" };
+                    format!("{} {:.2}{elsewhere}", sh.name, sh.cores)
+                })
+                .collect();
+            // What the watched sharers do not account for ran there too: unwatched processes,
+            // the kernel's softirqs.
+            let busy = step(p, chosen).and_then(|st| st.mean.cpu_cores).unwrap_or_default();
+            let rest = busy - shares.iter().map(|sh| sh.cores).sum::<f64>();
+            let mut each = each;
+            if !each.is_empty() && rest >= UNWATCHED_SHARE {
+                each.push(format!("the rest {rest:.2} (not watched)"));
+            }
+            let list = if each.is_empty() { String::new() } else { format!(" — {} cores", each.join(", ")) };
+            format!("{} full at {} ({}: {what}){list}{also}", cpu_name(cpus), p.name, chosen.name)
         }
         _ => format!("{} reached its ceiling at {} — {what}{also}{}", chosen.name, p.name, waiting(p, w, chosen)),
     };

@@ -293,12 +293,17 @@ mod tests {
         let knee = w.knee.as_deref().unwrap();
         assert!(
             knee.starts_with(
-                "knee 300 req/s (step 3): CPU 1 full at step 4 — pg 0.51, fpm 0.33, web 0.11 (also allowed elsewhere) cores; CPU 0.98 of 1.00 cores (cpu1)"
+                "knee 300 req/s (step 3): CPU 1 full at step 4 (cpu1: CPU 0.98 of 1.00 cores) — pg 0.51, fpm 0.33, web 0.11 (also allowed elsewhere) cores; the knee is"
             ),
             "{knee}"
         );
         assert_eq!(w.knee_resource.as_deref(), Some("cpu1"));
         assert_eq!(w.knee_shares.iter().map(|sh| sh.name.as_str()).collect::<Vec<_>>(), ["pg", "fpm", "web"]);
+        // With nginx unwatched, what the others leave is named as the rest.
+        let mut s = cpu_sources(&stack[..3]);
+        annotate(&mut s);
+        let knee = s.watch.unwrap().knee.unwrap();
+        assert!(knee.contains("— pg 0.51, fpm 0.33, the rest 0.14 (not watched) cores;"), "{knee}");
         // Against the core's ceiling, not pg's: 0.85 cores for 300 answers a second.
         assert!(knee.contains("the knee is 85 % of cpu1's CPU ceiling"), "{knee}");
         // Without the core watched: nothing saturated, and the shared core is pointed at.
