@@ -137,9 +137,6 @@ impl Source {
         let Reader::Prometheus(e) = &self.reader else { return Ok(()) };
         let page = e.fetch().map_err(|u| OpenError { why: u.why, transient: u.transient })?;
         let picked = e.pick(&page).map_err(|why| OpenError { why, transient: false })?;
-        if self.spec.idle && picked.series == 0 {
-            return Err(OpenError { why: "idle: every matching series is NaN".into(), transient: false });
-        }
         self.learn(e.is_local(), &picked);
         Ok(())
     }
@@ -147,7 +144,8 @@ impl Source {
     /// What an idle counter's first page says: the cores it covers (one series each), and
     /// which they are when the exporter is on this host.
     fn learn(&mut self, local: bool, picked: &super::prometheus::Picked) {
-        if self.spec.idle {
+        // A page whose every matching series is NaN says nothing of the cores yet.
+        if self.spec.idle && picked.series > 0 {
             self.limit = self.spec.limit.or(Some(picked.series as f64));
             if local && picked.cpus.len() == picked.series {
                 self.cpus = Some(picked.cpus.clone());
