@@ -17,7 +17,12 @@ Stdlib only (Python 3.11). `pool_server.py WORKERS SERVICE_MS [EXPORTER_LIFETIME
 - with the environment variable POOL_COLD_S, a cold start: the service time begins 20 times
   SERVICE_MS at the first request and falls linearly to SERVICE_MS over that many seconds
   (a JIT or a cache warming up);
-- with POOL_LEAK_KB, every request keeps that many KiB forever (a leak).
+- with POOL_LEAK_KB, every request keeps that many KiB forever (a leak);
+- with POOL_BURN_MS, every request also burns that many ms of CPU in its slot (CPU time of
+  its thread, so a core shared with others stretches it: a CPU-bound endpoint);
+- with POOL_SCRAPE_TAKES_SLOT=1, the exporter is served like php-fpm's status page: each
+  scrape takes a worker slot (waiting for one when all are busy) and `pool_busy_workers` is
+  the slots taken at that instant, its own included.
 """
 
 import os
@@ -32,6 +37,8 @@ SERVICE_S = float(sys.argv[2]) / 1000.0
 LIFETIME_S = float(sys.argv[3]) if len(sys.argv) > 3 else None
 COLD_S = float(os.environ.get("POOL_COLD_S", "0"))
 LEAK = int(os.environ.get("POOL_LEAK_KB", "0")) * 1024
+BURN_S = float(os.environ.get("POOL_BURN_MS", "0")) / 1000.0
+SCRAPE_TAKES_SLOT = os.environ.get("POOL_SCRAPE_TAKES_SLOT") == "1"
 leaked = []
 first_request = None
 
@@ -92,6 +99,8 @@ def serve_load(conn):
                 with lock:
                     busy += 1
                 time.sleep(service_s())
+                if BURN_S > 0:
+                    burn(BURN_S)
                 if LEAK:
                     leaked.append(b"x" * LEAK)
                 with lock:
@@ -103,10 +112,26 @@ def serve_load(conn):
                 return
 
 
+def burn(seconds):
+    """Spin until this thread has used `seconds` of CPU (bounded by 100 times that in wall time)."""
+    start, wall = time.thread_time(), time.monotonic()
+    while time.thread_time() - start < seconds and time.monotonic() - wall < 100 * seconds:
+        pass
+
+
 def exposition():
-    with lock:
-        level = sum(b for _, b in recent) / len(recent) if recent else busy
-        total = served
+    global busy
+    if SCRAPE_TAKES_SLOT:
+        with slots:
+            with lock:
+                busy += 1
+                level = busy
+                total = served
+                busy -= 1
+    else:
+        with lock:
+            level = sum(b for _, b in recent) / len(recent) if recent else busy
+            total = served
     return (
         "# HELP pool_busy_workers Worker slots taken (mean of the last 200 ms).\n"
         "# TYPE pool_busy_workers gauge\n"

@@ -9,6 +9,8 @@
 //! - [`hostile`]: the hostile HTTP server (`hostile_server.py`) and runs against it.
 //! - [`stack`]: nginx → PHP-FPM 8.2 → PostgreSQL 15 (and postgres_exporter) from apt, each
 //!   with a private config on CPU 1, stopped on drop.
+//! - [`watch`]: the watch suite's targets: the pool server, a quota cgroup, node_exporter, a
+//!   spinner on one CPU.
 //!
 //! Every wait is bounded in count and time.
 
@@ -17,3 +19,4 @@ pub mod hostile;
 pub mod matrix;
 pub mod nginx;
 pub mod stack;
+pub mod watch;

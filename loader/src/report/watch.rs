@@ -5,33 +5,47 @@
 
 use std::fmt::Write as _;
 
-use crate::summary::{Summary, WatchStep, WatchSummary};
+use crate::summary::{Summary, WatchSource, WatchStep, WatchSummary};
 
 /// The section, or nothing when nothing was watched.
 pub fn render(s: &Summary) -> String {
     let Some(w) = &s.watch else { return String::new() };
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\ntarget resources (watched each second; step figures over its settled seconds){}",
-        w.sampler_cpu_ms_per_s.map_or(String::new(), |ms| format!("; sampling took {ms:.1} ms CPU/s"))
-    );
+    let _ =
+        writeln!(out, "\ntarget resources (watched each second; step figures over its settled seconds){}", sampling(w));
     for src in &w.sources {
+        let on = src.cpus.as_ref().map_or(String::new(), |c| format!(" on CPU {c}"));
         let limit = src.limit.map_or(String::new(), |l| {
-            if src.kind == "prometheus" { format!(", limit {l}") } else { format!(", ceiling {l:.2} cores") }
+            if is_cpu(src) { format!(", ceiling {l:.2} cores{on}") } else { format!(", limit {l}") }
         });
         let missing = if src.missing_s > 0 {
             format!(", missing {} s ({})", src.missing_s, src.last_error.as_deref().unwrap_or("?"))
         } else {
             String::new()
         };
-        let metric =
-            src.metric.as_ref().map_or(String::new(), |m| format!(" {m}{}", if src.rate { " /s" } else { "" }));
-        let _ = writeln!(out, "  {}: {}{metric}{limit}{missing}", src.name, src.source);
+        let unreached =
+            src.unreached_at_start.as_ref().map_or(String::new(), |_| ", not reached before the run".into());
+        let queued = match src.queued_s {
+            0 => String::new(),
+            n => format!(", its scrape waited for a worker {n} s (read as the pool at its limit)"),
+        };
+        let metric = src.metric.as_ref().map_or(String::new(), |m| {
+            let per = match (src.idle, src.rate) {
+                (true, _) => " idle → busy cores",
+                (false, true) => " /s",
+                _ => "",
+            };
+            let own = src.scrape_self.map_or(String::new(), |n| format!(" less the scrape's own {n}"));
+            format!(" {m}{per}{own}")
+        });
+        let _ = writeln!(out, "  {}: {}{metric}{limit}{missing}{unreached}{queued}", src.name, src.source);
     }
     let mut header = vec!["step".to_string(), "offered/s".into(), "ok/s".into()];
     for src in &w.sources {
         match src.kind.as_str() {
+            _ if is_cpu(src) && src.kind != "cgroup" => {
+                header.extend([format!("{} cores", src.name), "ms/ok".into(), "ceiling/s".into()])
+            }
             "prometheus" => header.push(format!("{} mean/max", src.name)),
             "cgroup" => {
                 header.extend([format!("{} cores", src.name), "psi some".into(), "ms/ok".into(), "ceiling/s".into()])
@@ -46,7 +60,7 @@ pub fn render(s: &Summary) -> String {
             let st = p.watch.get(&src.name);
             let mark = st.and_then(|st| st.saturated.as_ref()).map_or("", |_| " *");
             match src.kind.as_str() {
-                "prometheus" => row.push(format!("{}{mark}", pair(st, |v| v.value, 1))),
+                _ if !is_cpu(src) => row.push(format!("{}{mark}", pair(st, |v| v.value, 1))),
                 kind => {
                     row.push(format!("{}{mark}", pair(st, |v| v.cpu_cores, 2)));
                     if kind == "cgroup" {
@@ -84,9 +98,9 @@ fn seconds_around_the_knee(out: &mut String, s: &Summary, w: &WatchSummary) {
     let last = &s.phases[(k + 1).min(s.phases.len() - 1)];
     let to = (last.start_s + last.duration_s) as u64;
     let mut header = vec!["second".to_string(), "ok/s".into(), "p50".into(), "p99".into()];
-    header.extend(w.sources.iter().map(|src| match src.kind.as_str() {
-        "prometheus" => src.name.clone(),
-        _ => format!("{} cores", src.name),
+    header.extend(w.sources.iter().map(|src| match is_cpu(src) {
+        false => src.name.clone(),
+        true => format!("{} cores", src.name),
     }));
     let mut rows = vec![header];
     for sec in s.series.iter().filter(|sec| (from..to).contains(&sec.t)) {
@@ -97,10 +111,10 @@ fn seconds_around_the_knee(out: &mut String, s: &Summary, w: &WatchSummary) {
         let watched = w.seconds.iter().find(|x| x.t == sec.t);
         for src in &w.sources {
             let v = watched.and_then(|x| x.values.get(&src.name).copied().flatten());
-            row.push(match (src.kind.as_str(), v) {
-                (_, None) => "missing".into(),
-                ("prometheus", Some(v)) => num(v.value, 1, ""),
-                (_, Some(v)) => num(v.cpu_cores, 2, ""),
+            row.push(match v {
+                None => "missing".into(),
+                Some(v) if !is_cpu(src) => num(v.value, 1, ""),
+                Some(v) => num(v.cpu_cores, 2, ""),
             });
         }
         rows.push(row);
@@ -109,6 +123,23 @@ fn seconds_around_the_knee(out: &mut String, s: &Summary, w: &WatchSummary) {
         let _ = writeln!(out, "\nper second around the knee (ms):");
         table(out, &rows);
     }
+}
+
+/// Whether the source reads CPU (cores): every kind but a Prometheus series, and that too
+/// when it is an idle counter read as busy cores.
+fn is_cpu(src: &WatchSource) -> bool {
+    src.kind != "prometheus" || src.idle
+}
+
+/// `; sampling took 0.4 ms CPU/s on CPU 1, apart from the shards`.
+fn sampling(w: &WatchSummary) -> String {
+    let Some(ms) = w.sampler_cpu_ms_per_s else { return String::new() };
+    let place = match (&w.sampler_cpus, w.sampler_apart) {
+        (Some(cpus), Some(true)) => format!(" on CPU {cpus}, apart from the shards"),
+        (Some(cpus), Some(false)) => format!(" on CPU {cpus}, beside the shards at nice 19 (no other CPU allowed)"),
+        _ => String::new(),
+    };
+    format!("; sampling took {ms:.1} ms CPU/s{place}")
 }
 
 /// `mean/max` of one field.

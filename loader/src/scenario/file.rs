@@ -53,6 +53,10 @@ struct WatchTable {
     metric: S<String>,
     rate: S<bool>,
     limit: S<f64>,
+    idle: S<bool>,
+    #[serde(rename = "self")]
+    scrape_self: S<f64>,
+    strict: S<bool>,
 }
 
 #[derive(Deserialize)]
@@ -248,6 +252,9 @@ fn to_raw(src: &Source<'_>, doc: Doc) -> Raw {
             metric: w.metric.map(|v| src.given(key("metric"), v)),
             rate: w.rate.map(|v| src.given(key("rate"), v)),
             limit: w.limit.map(|v| src.given(key("limit"), v)),
+            idle: w.idle.map(|v| src.given(key("idle"), v)),
+            scrape_self: w.scrape_self.map(|v| src.given(key("self"), v)),
+            strict: w.strict.map(|v| src.given(key("strict"), v)),
         });
     }
     raw

@@ -40,4 +40,4 @@ pub use profile::{MAX_STEPS, Profile, ProfileKind};
 pub use request::RequestSpec;
 pub use spec::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, Spec, Target, parse_duration};
 pub use target::{TlsPlan, TlsSpec};
-pub use watch::{WatchKind, WatchSpec};
+pub use watch::{WatchKind, WatchOptions, WatchSpec, cpu_list, parse_cpu_list};

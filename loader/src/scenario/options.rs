@@ -375,8 +375,12 @@ options! {
         /// docs/calibration.md).
         flag certificate: Option<PathBuf> = "--certificate", "Verdict and criteria";
         /// Watch a target resource each second, NAME=SOURCE (repeatable): cgroup:PATH, pid:N,
-        /// process:NAME, or prometheus:URL;metric=SERIES[;rate][;limit=N]; see docs/watch.md.
+        /// process:NAME, cpu:LIST (host cores, e.g. cpu:1 or cpu:2-3,5), or
+        /// prometheus:URL;metric=SERIES[;rate][;limit=N][;idle][;self=N]; see docs/watch.md.
         flag watch: Vec<String> = "--watch", "Target resources", [value_name = "NAME=SOURCE"];
+        /// Refuse the run when a watched source cannot be reached before it starts (by
+        /// default: a warning, and its seconds missing until it answers).
+        flag watch_strict: bool = "--watch-strict", "Target resources";
     }
 
     hand {

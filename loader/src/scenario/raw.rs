@@ -41,6 +41,9 @@ pub(crate) struct RawWatch {
     pub metric: Opt<String>,
     pub rate: Opt<bool>,
     pub limit: Opt<f64>,
+    pub idle: Opt<bool>,
+    pub scrape_self: Opt<f64>,
+    pub strict: Opt<bool>,
 }
 
 /// Everything the user wrote, file and flags merged (flags win).
@@ -126,7 +129,16 @@ impl Raw {
                 metric: None,
                 rate: None,
                 limit: None,
+                idle: None,
+                scrape_self: None,
+                strict: None,
             });
+        }
+        // `--watch-strict`: every source, the file's too, refuses the run when unreachable.
+        if a.watch_strict {
+            for w in &mut self.watch {
+                w.strict = Some(Given::flag("--watch-strict", true));
+            }
         }
     }
 }

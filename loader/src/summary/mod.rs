@@ -40,7 +40,7 @@ pub use loader::{
     RunQueueUs, TimeWait, TlsSummary, WakeLateUs,
 };
 pub use phase::{ErrorMessage, LatencyMs, PhaseSummary, SecondLatencyMs, SecondSummary, SendLagMs};
-pub use watch::{WatchSecond, WatchSource, WatchStep, WatchSummary, WatchValues};
+pub use watch::{WatchSecond, WatchShare, WatchSource, WatchStep, WatchSummary, WatchValues};
 
 use std::collections::BTreeMap;
 

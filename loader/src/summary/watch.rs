@@ -23,6 +23,29 @@ pub struct WatchSummary {
     /// CPU the sampling itself took over the run, ms per second (the sampler thread).
     #[serde(default)]
     pub sampler_cpu_ms_per_s: Option<f64>,
+    /// The CPUs the sampler thread ran on (`1`, `2-3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler_cpus: Option<String>,
+    /// Whether those CPUs were apart from every shard's (false: no other CPU was allowed,
+    /// and the sampler ran beside the shards at the lowest priority, nice 19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler_apart: Option<bool>,
+    /// When the knee is explained by cores that several watched processes share: each
+    /// one's CPU on them at the step that reached the ceiling, the largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knee_shares: Vec<WatchShare>,
+}
+
+/// One watched source's share of cores that reached their ceiling.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WatchShare {
+    /// The source's name.
+    pub name: String,
+    /// Its CPU, cores (mean over the step's settled seconds).
+    pub cores: f64,
+    /// Whether it may also run on CPUs outside those cores (part of its CPU may be there).
+    #[serde(default)]
+    pub also_elsewhere: bool,
 }
 
 /// One watched source.
@@ -33,7 +56,7 @@ pub struct WatchSource {
     /// The source as written (`cgroup:/sys/fs/cgroup/app`, `process:nginx`,
     /// `prometheus:http://…`).
     pub source: String,
-    /// `cgroup`, `process` or `prometheus`.
+    /// `cgroup`, `process`, `cpu` or `prometheus`.
     pub kind: String,
     /// The Prometheus series picked (`metric`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,9 +65,27 @@ pub struct WatchSource {
     #[serde(default)]
     pub rate: bool,
     /// The ceiling of its value: a gauge's `limit`, or a CPU source's cores (a cgroup's
-    /// quota, else the host's CPUs).
+    /// quota, else its cpuset's CPUs; a process tree's allowed CPUs; a `cpu:` source's
+    /// cores; the cores an idle counter covers).
     #[serde(default)]
     pub limit: Option<f64>,
+    /// The host CPUs its CPU runs on, as a list (`1`, `0-1`): a `cpu:` source's cores, a
+    /// process tree's affinity, a cgroup's cpuset, a local node_exporter's `cpu` labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// The series counts idle CPU seconds, watched as busy cores (`idle`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle: bool,
+    /// How much of the gauge is the scrape itself, taken off each reading (`self`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape_self: Option<f64>,
+    /// Seconds whose scrape waited for a worker of the pool it counts (`self`: it took
+    /// 100 ms or more, or timed out): the pool had none free, read as at its limit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued_s: u64,
+    /// Why it could not be read before the run (it was then missing until it answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreached_at_start: Option<String>,
     /// Seconds the source could not be read, and the last reason.
     #[serde(default)]
     pub missing_s: u64,
@@ -83,6 +124,9 @@ pub struct WatchValues {
     /// `memory.pressure` some, % (cgroup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_some_pct: Option<f64>,
+    /// CPU the hypervisor took from the watched cores, cores (`cpu:` sources).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_steal_cores: Option<f64>,
     /// Open file descriptors (process tree).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fds: Option<f64>,
@@ -112,4 +156,8 @@ pub struct WatchStep {
     /// What reached its ceiling in this step (`CPU 0.49 of 0.50 cores`), if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturated: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -131,6 +131,13 @@ impl Cgroup {
         &self.dir
     }
 
+    /// The CPUs its tasks may run on (`cpuset.cpus.effective` of its v2 directory), when the
+    /// cpuset controller says.
+    pub fn cpuset(&self) -> Option<Vec<usize>> {
+        let text = fs::read_to_string(self.v2.as_ref()?.join("cpuset.cpus.effective")).ok()?;
+        crate::scenario::parse_cpu_list(text.trim()).ok().filter(|c| !c.is_empty())
+    }
+
     /// One reading of the cumulative counters and gauges. Fails (one line) only when
     /// `cpu.stat` cannot be read or has no `usage_usec` (the cgroup was removed, say); every
     /// other file that cannot be read or parsed gives `None`. Six small reads, no allocation

@@ -1,237 +1,112 @@
 //! The target's resources, watched once a second beside the run (`--watch NAME=SOURCE`,
-//! `[[watch]]`): a local cgroup, a process tree, a Prometheus endpoint — so a step table can
-//! say which server resource hit its ceiling, not only that latency rose.
+//! `[[watch]]`): a local cgroup, a process tree, host cores, a Prometheus endpoint — so a step
+//! table can say which server resource hit its ceiling, not only that latency rose.
 //!
 //! | file | owns |
 //! |---|---|
-//! | `mod.rs` | [`Watcher`] (the sources of `scenario::WatchSpec` opened before the run) and its sampler thread |
-//! | `cgroup.rs` | reading a cgroup v2: CPU, throttling, PSI, memory |
+//! | `mod.rs` | [`Watcher`] (the sources of `scenario::WatchSpec` opened before the run, warnings for those not reached) |
+//! | `source.rs` | one opened source: its ceiling, the CPUs it runs on, one second of it |
+//! | `sampler.rs` | the sampler thread: where it runs, each second, what it cost |
+//! | `cgroup.rs` | reading a cgroup v2: CPU, throttling, PSI, memory, cpuset |
 //! | `cgroup_v1.rs` | the same cgroup's v1 controllers on a hybrid host (quota, throttling) |
-//! | `process.rs` | reading a process tree from `/proc`: CPU, RSS, descriptors |
+//! | `process.rs` | reading a process tree from `/proc`: CPU, RSS, descriptors, affinity |
+//! | `cpus.rs` | host cores from `/proc/stat`; a process's affinity, the host's CPUs |
 //! | `prometheus.rs` | scraping a Prometheus text endpoint and picking one series |
-//! | `steps.rs` | each step's means and maxima, CPU per ok answer, the ceiling it implies, the knee explained |
+//! | `steps.rs` | each step's means and maxima, CPU per ok answer, the ceiling it implies |
+//! | `knee.rs` | the knee explained: the resource at its ceiling, the cores shared, a pool that waited |
 //!
-//! Sampling runs on its own thread, never on a shard's: a slow scrape delays the next sample,
-//! not a send. A source that cannot be read before the run fails the run in one line; one
-//! that stops answering mid-run is `null` for those seconds, never zero, and the run goes on.
+//! Sampling runs on its own thread, off the shards' CPUs when another is allowed: a slow
+//! scrape delays the next sample, not a send. A source whose form is wrong, or that names
+//! nothing (no such pid, cgroup, series), fails the run in one line; an endpoint that does
+//! not answer before the run is a warning and its seconds are missing until it answers
+//! (`strict` refuses the run instead); one that stops answering mid-run is `null` for those
+//! seconds, never zero, and the run goes on.
 
 pub mod cgroup;
 pub mod cgroup_v1;
+pub mod cpus;
+pub mod knee;
 pub mod process;
 pub mod prometheus;
+mod sampler;
+pub mod source;
 pub mod steps;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Instant;
 
-use crate::scenario::{WatchKind as Kind, WatchSpec};
-use crate::summary::{WatchSecond, WatchSource, WatchSummary, WatchValues};
+pub use sampler::Sampling;
 
-/// An opened source and its last reading.
-enum Open {
-    Cgroup(cgroup::Cgroup, Option<(Instant, cgroup::CgroupReading)>),
-    Process(process::ProcessTree, Option<(Instant, process::ProcessReading)>),
-    Prometheus(prometheus::Endpoint, Option<(Instant, f64)>),
-}
+use crate::scenario::WatchSpec;
+use source::{OpenError, Source};
 
 /// The sources, opened and read once before the run.
 pub struct Watcher {
-    specs: Vec<WatchSpec>,
-    open: Vec<Open>,
-    limits: Vec<Option<f64>>,
+    sources: Vec<Source>,
 }
 
+/// Sources found unreachable by an earlier [`Watcher::open`] of this process (`loader run`
+/// checks them before anything runs, then the measurement opens them again): by
+/// `name=source`, the reason. Not waited for a second time, nor warned of twice.
+static UNREACHED: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+
 impl Watcher {
-    /// Open every source and read it once: the first that cannot be read fails the run
-    /// before it starts, in one line naming it.
+    /// Open every source and read it once. The first that cannot be opened fails the run
+    /// before it starts, in one line naming it once (`pool=prometheus:URL: HTTP 404 Not
+    /// Found`); an endpoint that does not answer in time is a warning on stderr, and the run
+    /// goes on with its seconds missing until it answers — unless the source is strict.
     pub fn open(specs: &[WatchSpec]) -> Result<Watcher, String> {
-        let host_cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
-        let mut open = Vec::new();
-        let mut limits = Vec::new();
+        let mut sources = Vec::new();
         for w in specs {
-            let fail = |e: String| format!("{}={}: {e}", w.name, w.source);
-            let now = Instant::now();
-            let (o, limit) = match &w.kind {
-                Kind::Cgroup(path) => {
-                    let c = cgroup::Cgroup::open(path).map_err(fail)?;
-                    let r = c.read().map_err(fail)?;
-                    (Open::Cgroup(c, Some((now, r))), w.limit.or(r.cpu_limit_cores).or(Some(host_cores)))
+            let key = format!("{}={}", w.name, w.source);
+            let known = UNREACHED.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+            match (Source::open(w, known.is_none() || w.strict), known) {
+                (Ok(mut s), Some(why)) => {
+                    s.set_unreached(why);
+                    sources.push(s);
                 }
-                Kind::Pid(_) | Kind::Process(_) => {
-                    let selector = match &w.kind {
-                        Kind::Pid(pid) => process::Selector::Pid(*pid),
-                        other => process::Selector::Name(other.argument()),
-                    };
-                    let t = process::ProcessTree::open(selector).map_err(fail)?;
-                    let r = t.read().map_err(fail)?;
-                    (Open::Process(t, Some((now, r))), w.limit.or(Some(host_cores)))
+                (Ok(s), None) => sources.push(s),
+                (Err(OpenError { why, transient: true }), _) if !w.strict => {
+                    let why = name_once(w, &why);
+                    eprintln!(
+                        "loader: warning: --watch {why}: the run goes on, its seconds missing until it answers \
+                         (--watch-strict refuses the run instead)"
+                    );
+                    UNREACHED.lock().unwrap_or_else(|p| p.into_inner()).insert(key, why.clone());
+                    let mut s = Source::open(w, false).map_err(|e| name_once(w, &e.why))?;
+                    s.set_unreached(why);
+                    sources.push(s);
                 }
-                Kind::Prometheus(url) => {
-                    let e = prometheus::Endpoint::new(url, w.metric.as_deref().unwrap_or_default()).map_err(fail)?;
-                    let v = e.scrape().map_err(fail)?;
-                    (Open::Prometheus(e, Some((now, v))), w.limit)
-                }
-            };
-            open.push(o);
-            limits.push(limit);
+                (Err(e), _) => return Err(name_once(w, &e.why)),
+            }
         }
-        Ok(Watcher { specs: specs.to_vec(), open, limits })
+        Ok(Watcher { sources })
     }
 
     /// Sample every second from `zero` (the run's start) on a thread of its own until
     /// [`Sampling::finish`] (or its drop) ends it.
     pub fn start(self, zero: Instant) -> Sampling {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&done);
-        let handle = std::thread::Builder::new().name("loader-watch".into()).spawn(move || self.run(zero, &flag));
-        match handle {
-            Ok(h) => Sampling { handle: Some(h), done },
-            Err(e) => {
-                eprintln!("loader: warning: the watch sampler did not start ({e}): nothing is watched");
-                Sampling { handle: None, done }
-            }
-        }
-    }
-
-    fn run(mut self, zero: Instant, done: &AtomicBool) -> WatchSummary {
-        let cpu_start = thread_cpu();
-        let mut sources: Vec<WatchSource> = self
-            .specs
-            .iter()
-            .zip(&self.limits)
-            .map(|(w, limit)| WatchSource {
-                name: w.name.clone(),
-                source: w.source.clone(),
-                kind: w.kind.label().to_string(),
-                metric: w.metric.clone(),
-                rate: w.rate,
-                limit: *limit,
-                ..Default::default()
-            })
-            .collect();
-        // The baselines of the first second, read at the run's zero.
-        while Instant::now() < zero && !done.load(Ordering::Relaxed) {
-            std::thread::sleep((zero - Instant::now()).min(Duration::from_millis(50)));
-        }
-        for (o, w) in self.open.iter_mut().zip(&self.specs) {
-            let _ = sample(o, w.rate);
-        }
-        let mut seconds = Vec::new();
-        for t in 0u64.. {
-            let due = zero + Duration::from_secs(t + 1);
-            // Sleep in short slices so the end of the run is seen within 50 ms.
-            while Instant::now() < due {
-                if done.load(Ordering::Relaxed) {
-                    break;
-                }
-                std::thread::sleep((due - Instant::now()).min(Duration::from_millis(50)));
-            }
-            if done.load(Ordering::Relaxed) && Instant::now() < due {
-                break;
-            }
-            let mut values = BTreeMap::new();
-            for ((o, w), src) in self.open.iter_mut().zip(&self.specs).zip(sources.iter_mut()) {
-                let v = match sample(o, w.rate) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        src.missing_s += 1;
-                        src.last_error = Some(e);
-                        None
-                    }
-                };
-                values.insert(w.name.clone(), v);
-            }
-            seconds.push(WatchSecond { t, values });
-        }
-        let elapsed = zero.elapsed().as_secs_f64().max(1.0);
-        let sampler_cpu_ms_per_s = thread_cpu().zip(cpu_start).map(|(end, start)| (end - start) * 1000.0 / elapsed);
-        WatchSummary { sources, seconds, sampler_cpu_ms_per_s, ..Default::default() }
+        Sampling::start(self.sources, zero)
     }
 }
 
-/// The sampler thread; [`finish`](Sampling::finish) ends and joins it, and so does a drop
-/// (a run that fails part-way leaves no thread behind).
-pub struct Sampling {
-    handle: Option<JoinHandle<WatchSummary>>,
-    done: Arc<AtomicBool>,
-}
-
-impl Sampling {
-    /// End the sampling (within 50 ms) and give what it saw; `None` if its thread did not
-    /// start or failed.
-    pub fn finish(mut self) -> Option<WatchSummary> {
-        self.done.store(true, Ordering::Relaxed);
-        self.handle.take()?.join().ok()
+/// `name=source: why`, the source named once: a reason that begins with the source as
+/// written loses that beginning (`n=pid:9: no such process`, not `n=pid:9: pid:9: …`); one
+/// that names where the source resolved to keeps that in brackets (`app=cgroup:x
+/// (/sys/fs/cgroup/x): cannot read the directory`).
+fn name_once(w: &WatchSpec, why: &str) -> String {
+    let head = format!("{}={}", w.name, w.source);
+    if let Some(rest) = why.strip_prefix(&format!("{}: ", w.source)) {
+        return format!("{head}: {rest}");
     }
-}
-
-impl Drop for Sampling {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
+    let kind = format!("{}:", w.source.split(':').next().unwrap_or_default());
+    match why.split_once(": ") {
+        Some((resolved, rest)) if resolved.starts_with(&kind) => {
+            format!("{head} ({}): {rest}", &resolved[kind.len()..])
         }
+        _ => format!("{head}: {why}"),
     }
-}
-
-/// One second of a source: its reading now against the last one that succeeded. `Ok(None)`
-/// for a counter's first reading after a gap (no rate yet).
-fn sample(o: &mut Open, rate: bool) -> Result<Option<WatchValues>, String> {
-    let now = Instant::now();
-    let per_s = |last: Instant| now.duration_since(last).as_secs_f64().max(1e-3);
-    let delta = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a.saturating_sub(b) as f64);
-    match o {
-        Open::Cgroup(c, last) => {
-            let r = c.read()?;
-            let v = last.map(|(at, l)| {
-                let s = per_s(at);
-                WatchValues {
-                    cpu_cores: Some(r.usage_us.saturating_sub(l.usage_us) as f64 / 1e6 / s),
-                    cpu_some_pct: delta(r.cpu_some_us, l.cpu_some_us).map(|us| us / 1e4 / s),
-                    cpu_full_pct: delta(r.cpu_full_us, l.cpu_full_us).map(|us| us / 1e4 / s),
-                    throttled_ms: delta(r.throttled_us, l.throttled_us).map(|us| us / 1e3 / s),
-                    memory_mib: r.memory_bytes.map(|b| b as f64 / 1048576.0),
-                    memory_some_pct: delta(r.mem_some_us, l.mem_some_us).map(|us| us / 1e4 / s),
-                    ..Default::default()
-                }
-            });
-            *last = Some((now, r));
-            Ok(v)
-        }
-        Open::Process(t, last) => {
-            let r = t.read()?;
-            let v = last.map(|(at, l)| WatchValues {
-                // A worker that exited takes its CPU with it: never a negative second.
-                cpu_cores: Some(r.cpu_ns.saturating_sub(l.cpu_ns) as f64 / 1e9 / per_s(at)),
-                memory_mib: Some(r.rss_bytes as f64 / 1048576.0),
-                fds: Some(r.fds as f64),
-                ..Default::default()
-            });
-            *last = Some((now, r));
-            Ok(v)
-        }
-        Open::Prometheus(e, last) => {
-            let value = e.scrape()?;
-            let v = if rate {
-                // A counter reset (the exporter restarted) is a missing second, not a negative rate.
-                last.filter(|&(_, l)| value >= l).map(|(at, l)| (value - l) / per_s(at))
-            } else {
-                Some(value)
-            };
-            *last = Some((now, value));
-            Ok(v.map(|value| WatchValues { value: Some(value), ..Default::default() }))
-        }
-    }
-}
-
-/// This thread's CPU time, seconds.
-fn thread_cpu() -> Option<f64> {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
-        .ok()
-        .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
 }
 
 /// An I/O error's message without Rust's ` (os error N)` tail:
@@ -246,4 +121,47 @@ fn io_msg(e: &std::io::Error) -> String {
 /// `s` with line breaks and other control characters escaped, so an error stays one line.
 fn one_line(s: &str) -> String {
     if s.chars().any(char::is_control) { s.escape_debug().to_string() } else { s.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_names_its_source_once() {
+        let w = |flag: &str| WatchSpec::parse_flag(flag).unwrap();
+        let pool = w("pool=prometheus:http://127.0.0.1:9/m;metric=x");
+        assert_eq!(
+            name_once(&pool, "timed out after 800 ms"),
+            "pool=prometheus:http://127.0.0.1:9/m: timed out after 800 ms"
+        );
+        let pid = w("n=pid:9");
+        assert_eq!(name_once(&pid, "pid:9: no such process"), "n=pid:9: no such process");
+        let group = w("app=cgroup:x");
+        assert_eq!(
+            name_once(&group, "cgroup:/sys/fs/cgroup/x: cannot read the directory: No such file or directory"),
+            "app=cgroup:x (/sys/fs/cgroup/x): cannot read the directory: No such file or directory"
+        );
+    }
+
+    #[test]
+    fn an_unreachable_endpoint_is_a_warning_unless_strict_and_a_wrong_one_fails() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let source = format!("gone{port}=prometheus:http://127.0.0.1:{port}/metrics;metric=up");
+        let lenient = WatchSpec::parse_flag(&source).unwrap();
+        let watcher = Watcher::open(std::slice::from_ref(&lenient)).unwrap_or_else(|e| panic!("{e}"));
+        let described = watcher.sources[0].describe();
+        assert!(described.unreached_at_start.as_deref().is_some_and(|e| e.contains("refused")), "{described:?}");
+        // Opened again (the measurement after `loader run`'s check): not waited for again.
+        assert!(Watcher::open(std::slice::from_ref(&lenient)).is_ok());
+        let strict = WatchSpec::parse_flag(&format!("{source};strict")).unwrap();
+        let e = Watcher::open(&[strict]).err().unwrap();
+        assert_eq!(e.matches(&format!("127.0.0.1:{port}")).count(), 1, "the URL once: {e}");
+        assert!(e.ends_with("connection refused"), "{e}");
+        let wrong = WatchSpec::parse_flag(&format!("w=prometheus:http://127.0.0.1:{port}/metrics;metric=9x")).unwrap();
+        assert!(Watcher::open(&[wrong]).err().unwrap().contains("expected a metric name"));
+    }
 }

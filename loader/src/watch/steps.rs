@@ -1,10 +1,11 @@
 //! Each step's view of the watched sources (`phases[].watch`): means and maxima over its
-//! settled seconds, CPU per ok answer and the ceiling it implies, what reached its ceiling —
-//! and the knee explained by the resource that reached its ceiling at or before it (the
-//! breakpoint seed's fourth reading of a step, "which server resource hit its ceiling").
+//! settled seconds, CPU per ok answer and the ceiling it implies, and what reached its
+//! ceiling (the breakpoint seed's fourth reading of a step, "which server resource hit its
+//! ceiling"); then `knee.rs` explains the knee from them.
 //!
-//! Owns: the arithmetic over `summary.watch.seconds` and the sentences. Does not: sample
-//! (`mod.rs`), find the knee (`analysis`), or judge the loader (`verdict`).
+//! Owns: the arithmetic over `summary.watch.seconds` and each step's phrase. Does not: sample
+//! (`sampler.rs`), find the knee (`analysis`), explain it (`knee.rs`), or judge the loader
+//! (`verdict`).
 
 use crate::summary::{PhaseSummary, Summary, WatchSource, WatchStep, WatchSummary, WatchValues};
 
@@ -28,8 +29,13 @@ pub fn annotate(s: &mut Summary) {
         p.watch =
             watch.sources.iter().filter_map(|src| step_of(&watch, src, p).map(|st| (src.name.clone(), st))).collect();
     }
-    let (knee, resource) = explain_knee(s, &watch);
-    s.watch = Some(WatchSummary { knee, knee_resource: resource, ..watch });
+    let explained = super::knee::explain(s, &watch);
+    s.watch = Some(WatchSummary {
+        knee: explained.sentence,
+        knee_resource: explained.resource,
+        knee_shares: explained.shares,
+        ..watch
+    });
 }
 
 /// The seconds of phase `p` that count: whole seconds inside it, without its first when it
@@ -83,6 +89,7 @@ fn fold(values: &[WatchValues], f: impl Fn(&[f64]) -> f64) -> WatchValues {
         cpu_some_pct: field(|v| v.cpu_some_pct),
         cpu_full_pct: field(|v| v.cpu_full_pct),
         throttled_ms: field(|v| v.throttled_ms),
+        cpu_steal_cores: field(|v| v.cpu_steal_cores),
         memory_mib: field(|v| v.memory_mib),
         memory_some_pct: field(|v| v.memory_some_pct),
         fds: field(|v| v.fds),
@@ -93,15 +100,18 @@ fn fold(values: &[WatchValues], f: impl Fn(&[f64]) -> f64) -> WatchValues {
 /// What of `src` reached its ceiling in `step`, as a phrase; `None` if nothing did.
 fn saturation(src: &WatchSource, step: &WatchStep) -> Option<String> {
     let mut found = Vec::new();
+    // Cores the hypervisor took were not there to use: a core 85 % busy and 10 % stolen is full.
+    let stolen = step.mean.cpu_steal_cores.unwrap_or(0.0);
     if let (Some(cores), Some(limit)) = (step.mean.cpu_cores, src.limit)
-        && cores >= CPU_SATURATED * limit
+        && cores + stolen >= CPU_SATURATED * limit
     {
         let throttled = step
             .mean
             .throttled_ms
             .filter(|&ms| ms > 0.0)
             .map_or(String::new(), |ms| format!(", throttled {ms:.0} ms/s"));
-        found.push(format!("CPU {cores:.2} of {limit:.2} cores{throttled}"));
+        let stolen = if stolen >= 0.01 { format!(", {stolen:.2} stolen by the hypervisor") } else { String::new() };
+        found.push(format!("CPU {cores:.2} of {limit:.2} cores{throttled}{stolen}"));
     }
     // A quota that throttled the cgroup for a hundredth of the time bound it already, whatever
     // its mean CPU shows (its periods ran out even where the second's mean did not).
@@ -129,63 +139,7 @@ fn saturation(src: &WatchSource, step: &WatchStep) -> Option<String> {
     (!found.is_empty()).then(|| found.join("; "))
 }
 
-/// The knee explained, and the source that explains it. `None` without a knee or sources.
-fn explain_knee(s: &Summary, w: &WatchSummary) -> (Option<String>, Option<String>) {
-    let Some(knee) = &s.knee else { return (None, None) };
-    // A knee is a place among steps: a run of one measured phase has none to explain.
-    if s.phases.iter().filter(|p| p.kind != "warmup").count() < 2 {
-        return (None, None);
-    }
-    let Some(k) = s.phases.iter().position(|p| p.name == knee.step) else { return (None, None) };
-    if w.sources.is_empty() {
-        return (None, None);
-    }
-    let knee_phase = &s.phases[k];
-    // The CPU ceiling nearest the knee: the lowest a CPU source implies at the knee step.
-    let ceiling = w
-        .sources
-        .iter()
-        .filter_map(|src| knee_phase.watch.get(&src.name).and_then(|st| st.ceiling_rps).map(|c| (src, c)))
-        .min_by(|a, b| a.1.total_cmp(&b.1));
-    let ceiling_text = ceiling.map_or(String::new(), |(src, c)| {
-        let ms = knee_phase.watch[&src.name].cpu_ms_per_ok.unwrap_or_default();
-        format!(
-            "; the knee is {:.0} % of {}'s CPU ceiling, {c:.0} req/s ({} cores ÷ {ms:.3} ms of CPU per ok answer)",
-            knee.rps / c * 100.0,
-            src.name,
-            src.limit.map_or("?".into(), |l| format!("{l:.2}"))
-        )
-    });
-    // What reached its ceiling at the knee or the step after it (the first that failed),
-    // earliest first.
-    let hit = s.phases[..(k + 2).min(s.phases.len())].iter().find_map(|p| {
-        w.sources
-            .iter()
-            .find_map(|src| p.watch.get(&src.name).and_then(|st| st.saturated.as_ref()).map(|what| (p, src, what)))
-    });
-    let failed_after = s.phases[k + 1..].iter().any(|p| p.passed == Some(false));
-    let head = if failed_after {
-        format!("knee {:.0} req/s ({})", knee.rps, knee.step)
-    } else {
-        format!("knee at least {:.0} req/s ({}, no step failed)", knee.rps, knee.step)
-    };
-    match hit {
-        None if !failed_after => (Some(format!("{head}: no watched resource reached its ceiling{ceiling_text}")), None),
-        Some((p, src, what)) => (
-            Some(format!("{head}: {} reached its ceiling at {} — {what}{ceiling_text}", src.name, p.name)),
-            Some(src.name.clone()),
-        ),
-        None => (
-            Some(format!(
-                "{head}: no watched resource saturated ({}): look elsewhere — locks, a downstream, the network{ceiling_text}",
-                w.sources.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
-            )),
-            None,
-        ),
-    }
-}
-
-fn round3(x: f64) -> f64 {
+pub(super) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
@@ -289,6 +243,100 @@ mod tests {
         annotate(&mut s);
         let knee = s.watch.unwrap().knee.unwrap();
         assert!(knee.starts_with("knee at least 400 req/s (step 4, no step failed): no watched resource"), "{knee}");
+    }
+
+    /// [`stepped`]'s steps watched by CPU sources `(name, kind, ceiling, cpus, cores in each
+    /// step)` instead.
+    fn cpu_sources(sources: &[(&str, &str, f64, &str, [f64; 4])]) -> Summary {
+        let mut s = stepped([0.0; 4], [0.0; 4]);
+        let seconds = (0..16u64)
+            .map(|t| {
+                let i = (t / 4) as usize;
+                let values = sources
+                    .iter()
+                    .map(|(name, ..)| {
+                        let cores = sources.iter().find(|x| x.0 == *name).unwrap().4[i];
+                        (name.to_string(), Some(WatchValues { cpu_cores: Some(cores), ..Default::default() }))
+                    })
+                    .collect();
+                WatchSecond { t, values }
+            })
+            .collect();
+        let sources = sources
+            .iter()
+            .map(|(name, kind, limit, cpus, _)| WatchSource {
+                name: name.to_string(),
+                source: format!("{kind}:x"),
+                kind: kind.to_string(),
+                limit: Some(*limit),
+                cpus: Some(cpus.to_string()),
+                ..Default::default()
+            })
+            .collect();
+        s.watch = Some(WatchSummary { sources, seconds, ..Default::default() });
+        s
+    }
+
+    /// The real stack of issue 46: php-fpm, postgres and nginx on CPU 1, each far from its
+    /// own ceiling while the core was full.
+    #[test]
+    fn a_full_core_shared_by_watched_processes_names_the_core_and_each_share() {
+        let stack = [
+            ("cpu1", "cpu", 1.0, "1", [0.3, 0.6, 0.85, 0.98]),
+            ("pg", "process", 1.0, "1", [0.15, 0.3, 0.45, 0.51]),
+            ("fpm", "process", 1.0, "1", [0.1, 0.2, 0.3, 0.33]),
+            ("web", "process", 2.0, "0-1", [0.03, 0.06, 0.1, 0.11]),
+        ];
+        let mut s = cpu_sources(&stack);
+        annotate(&mut s);
+        let w = s.watch.as_ref().unwrap();
+        let knee = w.knee.as_deref().unwrap();
+        assert!(
+            knee.starts_with(
+                "knee 300 req/s (step 3): CPU 1 full at step 4 (cpu1: CPU 0.98 of 1.00 cores) — pg 0.51, fpm 0.33, web 0.11 (also allowed elsewhere) cores; the knee is"
+            ),
+            "{knee}"
+        );
+        assert_eq!(w.knee_resource.as_deref(), Some("cpu1"));
+        assert_eq!(w.knee_shares.iter().map(|sh| sh.name.as_str()).collect::<Vec<_>>(), ["pg", "fpm", "web"]);
+        // With nginx unwatched, what the others leave is named as the rest.
+        let mut s = cpu_sources(&stack[..3]);
+        annotate(&mut s);
+        let knee = s.watch.unwrap().knee.unwrap();
+        assert!(knee.contains("— pg 0.51, fpm 0.33, the rest 0.14 (not watched) cores;"), "{knee}");
+        // Against the core's ceiling, not pg's: 0.85 cores for 300 answers a second.
+        assert!(knee.contains("the knee is 85 % of cpu1's CPU ceiling"), "{knee}");
+        // Without the core watched: nothing saturated, and the shared core is pointed at.
+        let mut s = cpu_sources(&stack[1..]);
+        annotate(&mut s);
+        let knee = s.watch.unwrap().knee.unwrap();
+        assert!(knee.contains("no watched resource saturated (pg, fpm, web)"), "{knee}");
+        assert!(knee.contains("; pg and fpm share CPU 1 (0.84 cores between them at step 4): watch cpu:1"), "{knee}");
+    }
+
+    #[test]
+    fn a_pool_at_its_limit_beside_idle_cpus_was_waiting_and_beside_a_full_cpu_the_cpu_is_named() {
+        let mut s = stepped([0.05, 0.08, 0.1, 0.1], [1.0, 2.0, 3.0, 4.0]);
+        annotate(&mut s);
+        let knee = s.watch.unwrap().knee.unwrap();
+        assert!(knee.contains("pool reached its ceiling at step 4 — value at its limit 4"), "{knee}");
+        assert!(
+            knee.contains("while app used 0.10 of its 1.00 cores: the workers were waiting (a lock, a downstream, I/O), not working"),
+            "{knee}"
+        );
+        // The CPU at its ceiling in the same step: the workers were working, the CPU is named.
+        let mut s = stepped([0.25, 0.5, 0.75, 0.98], [1.0, 2.0, 3.0, 4.0]);
+        annotate(&mut s);
+        let w = s.watch.unwrap();
+        assert_eq!(w.knee_resource.as_deref(), Some("app"));
+        let knee = w.knee.unwrap();
+        assert!(
+            knee.contains(
+                "app reached its ceiling at step 4 — CPU 0.98 of 1.00 cores (also at its ceiling there: pool)"
+            ),
+            "{knee}"
+        );
+        assert!(!knee.contains("waiting"), "{knee}");
     }
 
     #[test]

@@ -221,8 +221,9 @@ pub fn watch(s: &Summary) -> String {
     let Some(w) = &s.watch else { return String::new() };
     let mut out = String::from(r#"<table id="watch" class="steps"><thead><tr><th>step</th><th>ok/s</th>"#);
     for src in &w.sources {
+        // An idle counter read as busy cores is a CPU source like the others.
         let _ = match src.kind.as_str() {
-            "prometheus" => write!(out, "<th>{} mean/max</th>", esc(&src.name)),
+            "prometheus" if !src.idle => write!(out, "<th>{} mean/max</th>", esc(&src.name)),
             _ => write!(
                 out,
                 "<th>{0} cores mean/max</th><th>{0} PSI some</th><th>{0} ms CPU per ok</th><th>{0} ceiling req/s</th>",
@@ -245,7 +246,7 @@ pub fn watch(s: &Summary) -> String {
             let mean = st.map(|st| st.mean).unwrap_or_default();
             let max = st.map(|st| st.max).unwrap_or_default();
             let _ = match src.kind.as_str() {
-                "prometheus" => write!(out, "<td{class}{title}>{}</td>", pair(mean.value, max.value)),
+                "prometheus" if !src.idle => write!(out, "<td{class}{title}>{}</td>", pair(mean.value, max.value)),
                 _ => write!(
                     out,
                     "<td{class}{title}>{}</td><td>{}</td><td>{}</td><td>{}</td>",
