@@ -412,12 +412,14 @@ pub fn cliff(steps: &[StepJudgement], error_budget: f64, rules: &KneeRules) -> O
 }
 
 /// The cliff an emergency stop of the target's called, when the steps' own figures call none:
-/// the step (of those the verdict vouched for) where its streak of bad seconds began,
+/// the step (not set aside) where its streak of bad seconds began,
 /// `phase` by index, `detail` the stop's. A step cut short by a stop has no goodput to judge,
 /// and its errors are mostly requests the stop aborted, which are no one's failures — so the
 /// stop's per-second evidence is the cliff's.
 pub fn stop_cliff(steps: &[StepJudgement], phase: usize, detail: &str) -> Option<Cliff> {
-    let s = steps.iter().filter(|s| s.passed.is_some() && s.set_aside.is_none()).find(|s| s.phase == phase)?;
+    // The step may have sent none of its own requests (every connection still held by the
+    // last step's backlog): it is where the collapse reached all the same.
+    let s = steps.iter().filter(|s| s.set_aside.is_none()).find(|s| s.phase == phase)?;
     Some(Cliff {
         rps: s.numbers.offered_rps,
         step: s.name.clone(),

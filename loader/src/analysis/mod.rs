@@ -266,6 +266,16 @@ mod tests {
         let cliff = analyze_run(&run, &c, &KneeRules::default()).unwrap().cliff.unwrap();
         assert_eq!((cliff.step.as_str(), cliff.rule), ("step 3", knee::CliffRule::EmergencyStop));
         assert!(cliff.detail.contains("since t=16 s"), "{}", cliff.detail);
+        // Step 3 sent none of its own requests (the pool held by step 2's backlog): the stop's
+        // streak began in it all the same (the real-stack database endpoint with the stop on).
+        let p = &mut phases[2];
+        (p.sent, p.ok) = (0, 0);
+        *p.errors.get_mut("aborted").unwrap() = 1500;
+        let mut run = facts(&phases, &[], Some(true));
+        run.stop = Some((2, "cliff held 3 consecutive seconds (since t=16 s)".into()));
+        let a = analyze_run(&run, &c, &KneeRules::default()).unwrap();
+        assert_eq!(a.steps[2].passed, None, "no request of its own finished: not judged");
+        assert_eq!(a.cliff.map(|c| c.step), Some("step 3".to_string()));
     }
 
     #[test]
