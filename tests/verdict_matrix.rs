@@ -21,6 +21,8 @@
 //! | the loader stopped for 1 s and 2 s at 8 000 req/s | untrusted, loader, nothing on the target |
 //! | a 5 % CPU quota on the loader at 8 000 req/s | untrusted, loader, nothing on the target |
 //! | a target at its capacity (16 workers × 10 ms = 1 600/s) at 2 000 req/s, the loader starved by 3 loops at −10 | untrusted, loader — and the target's saturation named beside it |
+//! | a listener with a backlog of 1 that never accepts, the emergency stop on | trusted, `syn_retransmits`/network noted, the stop not the loader's |
+//! | a stepped run starved by 3 loops at −10 from step 3 on | steps 1–2 trusted, 3–4 untrusted, loader, nothing on the target |
 //!
 //! The loader runs pinned to CPU 0 (`taskset -c 0`, one shard), the built-in target to CPU 1;
 //! the scenarios run one at a time (a lock in the harness's `matrix`). Every run prints one
@@ -455,6 +457,96 @@ fn syn_drops_are_a_network_note_not_a_loader_fault() {
         .note(format!("{dropped} SYNs dropped ({firewall:?}, 25 %)"))
         .trusted()
         .annotated_on("network", &["syn_retransmits"])
+        .finish();
+}
+
+/// A listener that never accepts (backlog 1, `accept` never called): the kernel completes two
+/// handshakes into its queue and drops every other SYN, so the loader's connects retransmit
+/// their SYNs and time out, its requests wait for connections that never open, and the
+/// emergency stop fires on the goodput. All of it is the target's (or the network's) story:
+/// trusted, SYN retransmits and failed connects noted, nothing on the loader — not the requests
+/// the stop aborted, not the waits for connections being opened (issue 46, finding 4: this run
+/// was blamed on the loader's send lag and its emergency stop).
+#[test]
+fn a_target_that_accepts_no_connection_is_the_targets_story() {
+    let scenario = "a_target_that_accepts_no_connection_is_the_targets_story";
+    let Some(_serial) = setup(scenario) else { return };
+    let listener = deaf_listener();
+    let port = listener.1;
+    let url = format!("http://127.0.0.1:{port}/");
+    let o = Run::new(scenario)
+        .args(&["--url", &url, "--rate", "50", "--duration", "10s", "--warmup", "0s", "--threads", "1"])
+        .args(&["--connections", "16", "--timeout", "3s"])
+        .run();
+    drop(listener);
+    if o.skip_without_ebpf() {
+        return;
+    }
+    let stop = &o.summary()["analysis"]["emergency_stop"];
+    Check::new(&o)
+        .note(format!("emergency stop: {}", stop["detail"].as_str().unwrap_or("none")))
+        .trusted()
+        .annotated_on("network", &["syn_retransmits"])
+        .expect(!stop["loader_behind"].as_bool().unwrap_or(false), "the stop was called the loader's")
+        .finish();
+}
+
+/// A listening socket on 127.0.0.1 with a backlog of 1 that nobody accepts from, and its port.
+fn deaf_listener() -> (std::os::fd::OwnedFd, u16) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a descriptor this function owns; the address structures
+    // are zeroed and filled before use.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(libc::bind(fd, (&raw const addr).cast(), len), 0, "bind: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::listen(fd, 1), 0, "listen: {}", std::io::Error::last_os_error());
+        let mut bound: libc::sockaddr_in = std::mem::zeroed();
+        let mut bound_len = len;
+        assert_eq!(libc::getsockname(fd, (&raw mut bound).cast(), &mut bound_len), 0);
+        (owned, u16::from_be(bound.sin_port))
+    }
+}
+
+/// A stepped run whose loader is starved from step 3 on: three busy loops at nice −10 start on
+/// the loader's core when the progress line of the second that opens step 3 appears. Steps 1
+/// and 2 stay trusted; step 3 and 4 are untrusted with the loader named; nothing is laid at the
+/// target's door (issue 46: a fault that begins in step 3 never fails step 1).
+#[test]
+fn starvation_from_step_3_spoils_only_steps_3_and_4() {
+    let scenario = "starvation_from_step_3_spoils_only_steps_3_and_4";
+    let Some(_serial) = setup(scenario) else { return };
+    let target = target(&[]);
+    // Warm-up 1 s, then steps of 4 s: step 3 starts at t = 9 s.
+    let running = Run::new(scenario)
+        .args(&["--url", &target.url(), "--profile", "step", "--steps", "1000,1500,2000,2500"])
+        .args(&["--hold", "4s", "--warmup", "1s", "--threads", "1", "--connections", "32", "--no-emergency-stop"])
+        .spawn();
+    let line = running.wait_line(Duration::from_secs(40), |l| second_of(l) == Some(9));
+    let mut hogs = line.as_ref().map(|_| Hogs::pinned(LOADER_CPU, 3, -10));
+    let o = running.finish();
+    let alive = hogs.as_mut().is_some_and(Hogs::alive);
+    drop(hogs);
+    if o.skip_without_ebpf() {
+        return;
+    }
+    let steps = o.summary()["verdict"]["steps"].as_array().cloned().unwrap_or_default();
+    let trust = |name: &str| steps.iter().find(|t| t["phase"] == name).and_then(|t| t["trusted"].as_bool());
+    Check::new(&o)
+        .set_up(line.is_some(), "no `[   9s]` line within 40 s: the loops never started")
+        .set_up(alive, "a busy loop died during the run")
+        .note(format!("steps: {}", serde_json::Value::Array(steps.clone())))
+        .expect(trust("step 1") == Some(true), "step 1, before the starvation, is not trusted")
+        .expect(trust("step 2") == Some(true), "step 2, before the starvation, is not trusted")
+        .expect(trust("step 3") == Some(false), "step 3, starved, is trusted")
+        .expect(trust("step 4") == Some(false), "step 4, starved, is trusted")
+        .untrusted_on("loader", &[])
+        .no_target_blame(TARGET_BLAME)
         .finish();
 }
 
