@@ -198,7 +198,7 @@ fn connect_refused() {
 fn time_wait() {
     const CLOSES: u64 = 30;
     let Some((_serial, mut probes)) = start_probes("time_wait") else { return };
-    probes.sample(0);
+    probes.sample(0, 1);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("local_addr");
     for _ in 0..CLOSES {
@@ -218,9 +218,10 @@ fn time_wait() {
     })
     .unwrap_or_else(|| probes.tcp_states().expect("read"));
     eprintln!("tcp_states: {states:?}");
-    probes.sample(0);
+    probes.sample(0, 2);
     let readings = probes.readings().expect("readings");
     let last = probes.series().last().cloned().expect("a sample");
+    assert_eq!(last.t, Some(2), "a sample carries the run second it closes");
     eprintln!(
         "time_wait: {:?}, ports: {:?}\nlast sample: {last:?}",
         readings.time_wait, readings.ephemeral_ports_max_ratio
@@ -459,7 +460,7 @@ fn reset_counts_from_zero() {
 
     let kept = connect(3);
     assert_eq!(wait_until(Duration::from_secs(5), || (established(&probes) == Some(3)).then_some(())), Some(()));
-    probes.sample(0);
+    probes.sample(0, 1);
     probes.reset().expect("reset");
     let r = probes.readings().expect("readings");
     assert!(r.tcp_states.is_empty(), "{:?}", r.tcp_states);
