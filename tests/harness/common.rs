@@ -446,7 +446,8 @@ pub fn wait_for_a_quiet_host() -> u64 {
 }
 
 /// A complete run, judged by a test whose subject is not trust: its exit is one of
-/// `trusted_exits` when the verdict trusted the run and 3 when it did not — an untrusted run
+/// `trusted_exits` when the verdict trusted the run (or its knee, standing on the steps it
+/// trusted) and 3 when it did not — an untrusted run
 /// is printed with why (on this VM, mostly the host's steal), and the test goes on to judge
 /// its own subject. Trust itself is judged by verdict.rs and verdict_matrix.rs on clean runs.
 /// Returns the summary.
@@ -464,11 +465,14 @@ pub fn complete_run<'a>(
 /// [`complete_run`] on a summary already read.
 pub fn judge_complete(name: &str, output: &Output, s: &serde_json::Value, trusted_exits: &[i32]) {
     let trusted = s["verdict"]["trusted"] == true;
+    // Steps set aside past the one that broke the knee change nothing it concluded: such a
+    // run exits by its gates (issue 46), as a trusted one does.
+    let knee_stands = s["analysis"]["knee_on_trusted_steps"] == true;
     if !trusted {
         eprintln!("{name}: untrusted (not this test's subject):\n{}", invalidating_reasons(s));
     }
     let code = output.status.code();
-    let want = if trusted { trusted_exits.to_vec() } else { vec![3] };
+    let want = if trusted || knee_stands { trusted_exits.to_vec() } else { vec![3] };
     assert!(
         code.is_some_and(|c| want.contains(&c)),
         "{name}: exit {code:?}, want one of {want:?} (verdict trusted: {trusted})\n{}",
