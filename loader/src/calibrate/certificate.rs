@@ -91,6 +91,10 @@ pub struct Setup {
     /// Each bisection's figure, req/s: the certified figure is their median.
     #[serde(default)]
     pub bisections_rps: Vec<f64>,
+    /// Probes run again because the VM's host stole a loader core's time while they fell
+    /// behind (`judge::spoiled_by_steal`), by name: not counted in their bisection.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rerun_for_steal: Vec<String>,
     /// Rates of the refining pass that certificates before the bisections ran; read, never
     /// written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

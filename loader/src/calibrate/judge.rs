@@ -117,6 +117,10 @@ pub struct StepFigures {
     /// The target process's CPU time per request over a probe's run, µs, measured alike.
     #[serde(default)]
     pub target_process_us_per_request: Option<f64>,
+    /// The most the VM's host took from one of the loader's cores in one second of the step
+    /// (steal, ms; `/proc/stat` counts it in ticks of 10 ms). `None` where not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_max_ms: Option<f64>,
 }
 
 impl StepFigures {
@@ -138,6 +142,20 @@ pub enum Side {
     Loader,
     /// The target saturated while the loader was on time.
     Target,
+}
+
+/// Steal in one second of a step, on one of the loader's cores, from which a step the loader
+/// fell behind in is the host's doing rather than a ceiling: one tick of `/proc/stat` (10 ms),
+/// as long as the lateness the judge counts (a send more than 10 ms late).
+pub const STEAL_SPOILS_MS: f64 = 10.0;
+
+/// The steal (ms, the most in one second on one loader core) that spoiled `call`: a step
+/// that fell behind on the loader's side while the VM's host took a loader core for at least
+/// [`STEAL_SPOILS_MS`] in one of its seconds. Such a probe says nothing of the loader's
+/// ceiling; `None` for any other step.
+pub fn spoiled_by_steal(call: &StepCall) -> Option<f64> {
+    let ms = call.figures.steal_max_ms?;
+    (call.side == Side::Loader && ms >= STEAL_SPOILS_MS).then_some(ms)
 }
 
 /// One judged step.
@@ -371,6 +389,21 @@ mod tests {
             runqueue_p99_us: Some(50.0),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_step_behind_while_the_host_stole_a_loader_core_is_spoiled_not_a_ceiling() {
+        let behind = StepFigures { late_unpooled: 49, send_lag_p99_ms: 12.9, ..on_time(1900.0) };
+        let call = |steal: Option<f64>| judge_step(&StepFigures { steal_max_ms: steal, ..behind.clone() }, 1.0);
+        assert_eq!(call(Some(20.0)).side, Side::Loader);
+        assert_eq!(spoiled_by_steal(&call(Some(20.0))), Some(20.0));
+        assert_eq!(spoiled_by_steal(&call(Some(10.0))), Some(10.0));
+        // No steal, or none read: the loader's own limit.
+        assert_eq!(spoiled_by_steal(&call(Some(0.0))), None);
+        assert_eq!(spoiled_by_steal(&call(None)), None);
+        // A step that kept its schedule is nobody's spoil, whatever the host took.
+        let on_time_call = judge_step(&StepFigures { steal_max_ms: Some(40.0), ..on_time(1900.0) }, 1.0);
+        assert_eq!(spoiled_by_steal(&on_time_call), None);
     }
 
     #[test]

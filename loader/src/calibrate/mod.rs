@@ -55,6 +55,11 @@ use crate::verdict::Limits;
 const STEP_FACTOR: f64 = 1.25;
 /// Pause before each probe (the target drains what the run before left queued).
 const PASS_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+/// Runs of one probe the host's steal may spoil before the next one counts whatever it says.
+const STEAL_RERUNS_PER_PROBE: usize = 2;
+/// Probes of one calibration the host's steal may send back, in all: on a host that steals
+/// all the time, the calibration ends and says so rather than running three times as long.
+const STEAL_RERUNS: usize = 6;
 /// Warm-up at the first rate before the first step (pools connect, caches warm).
 const WARMUP: &str = "1s";
 
@@ -143,6 +148,8 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     let interrupted = crate::measure::signals::install()?;
     // Then bisect between the last good coarse step and its first confirmed failure, several
     // times over (`bisect.rs`): the figure is their median, and they say how well it repeats.
+    // Probes spoiled by the host's steal, run again and not counted.
+    let mut rerun: Vec<StepCall> = Vec::new();
     let measured = pass.run(&plan, &interrupted, None).and_then(|(coarse, probes_on)| {
         let finding = judge::find(&coarse);
         let mut bisections = Vec::new();
@@ -158,17 +165,32 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         );
         for k in 1..=BISECTIONS {
             let mut b = Bisection::new(&coarse[good], top);
-            while let Some(rate) = b.next_rate() {
-                if interrupted.load(Ordering::Relaxed) {
-                    return Ok((coarse, bisections, probes_on));
-                }
-                // The previous run ended at or past saturation: let the target drain.
-                std::thread::sleep(PASS_PAUSE);
+            'probe: while let Some(rate) = b.next_rate() {
                 let name = format!("bisect {k}.{}", b.probes.len() + 1);
-                let (calls, _) = pass.run(&pass.plan(&[rate], Some(rate))?, &interrupted, Some(&name))?;
-                let Some(call) = calls.into_iter().next() else { break };
-                println!("{}", render_step(&call));
-                b.record(call);
+                // A probe the host's steal spoiled is run again, not counted (bounded).
+                for attempt in 0..=STEAL_RERUNS_PER_PROBE {
+                    if interrupted.load(Ordering::Relaxed) {
+                        return Ok((coarse, bisections, probes_on));
+                    }
+                    // The previous run ended at or past saturation: let the target drain.
+                    std::thread::sleep(PASS_PAUSE);
+                    let (calls, _) = pass.run(&pass.plan(&[rate], Some(rate))?, &interrupted, Some(&name))?;
+                    let Some(call) = calls.into_iter().next() else { break 'probe };
+                    println!("{}", render_step(&call));
+                    let spoiled = judge::spoiled_by_steal(&call);
+                    match spoiled {
+                        Some(ms) if attempt < STEAL_RERUNS_PER_PROBE && rerun.len() < STEAL_RERUNS => {
+                            println!(
+                                "  (the host took {ms:.0} ms of a loader core in one second of it (steal): not counted; once more)"
+                            );
+                            rerun.push(call);
+                        }
+                        _ => {
+                            b.record(call);
+                            break;
+                        }
+                    }
+                }
             }
             bisections.push(b);
         }
@@ -298,6 +320,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
             start_rps: rates[0],
             step_factor: STEP_FACTOR,
             bisections_rps: figures.iter().map(|f| f.round()).collect(),
+            rerun_for_steal: rerun.iter().map(|c| c.figures.step.clone()).collect(),
             refined_rps: Vec::new(),
             saturation_rps: None,
             max_rps: args.max_rate,
@@ -485,6 +508,13 @@ fn render(c: &Certificate) -> String {
             );
         }
         let _ = writeln!(out);
+    }
+    if !c.setup.rerun_for_steal.is_empty() {
+        let _ = writeln!(
+            out,
+            "run again, not counted (behind while the VM's host stole a loader core): {}; a host that steals this often is no place to certify a machine",
+            c.setup.rerun_for_steal.join(", ")
+        );
     }
     out
 }

@@ -25,6 +25,7 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
             // second of a neighbour's burst does not set the machine's ceiling.
             let rq = lower_median(&settled(&s.probes.series, from, to, |x| x.runqueue_p99_us));
             let health = s.health.series.iter().filter(|h| (h.t as usize) > from && (h.t as usize) <= to);
+            let steal_max_ms = steal_max(s, health.clone());
             let probe_seconds = window(&s.probes.series, from..to);
             let tw = health
                 .clone()
@@ -76,9 +77,21 @@ pub fn figures(s: &Summary) -> Vec<StepFigures> {
                 target_process_us_per_request: None,
                 nic_tx_mbps: None,
                 nic_device: None,
+                steal_max_ms,
             }
         })
         .collect()
+}
+
+/// The most the host took from one of the loader's cores (all of them when its affinity was
+/// not read) in one of `seconds`, ms; `None` when no second read the steal.
+fn steal_max<'a>(s: &Summary, seconds: impl Iterator<Item = &'a crate::health::HealthSample>) -> Option<f64> {
+    let own = &s.health.peaks.loader_cpus;
+    seconds
+        .flat_map(|h| {
+            h.core_steal_ms.iter().enumerate().filter(|(c, _)| own.is_empty() || own.contains(c)).map(|(_, &ms)| ms)
+        })
+        .fold(None, max_f)
 }
 
 /// The part of a per-second series inside `r` (clamped to what was sampled).
