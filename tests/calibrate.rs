@@ -318,14 +318,34 @@ fn calibrate_writes_a_certificate_that_run_finds_by_fingerprint() {
     std::fs::create_dir_all(&dir).unwrap();
     // Four coarse steps take 15 s; a step the host's jitter fails adds three bisections of
     // four probes, each its own ~3.5 s run (CI: killed by a 60 s bound in the 11th probe).
-    let output = calibrate(
-        &["--start-rate", "1000", "--max-rate", "2000", "--step-hold", "2s", "--connections", "16"],
-        &[("LOADER_CERTIFICATE_DIR", &dir)],
-        Duration::from_secs(180),
-    );
-    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
-    let written: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(written.len(), 1, "{written:?}");
+    // 2000 req/s is far below this loader's ceiling. A calibration whose steps met the VM's
+    // host stealing a loader core (its probes run again, bounded, and one still fell behind:
+    // CI once certified 1,847 req/s so) is made once more after a quiet second of the host.
+    let mut written: Vec<PathBuf> = Vec::new();
+    for attempt in 1..=2 {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let output = calibrate(
+            &["--start-rate", "1000", "--max-rate", "2000", "--step-hold", "2s", "--connections", "16"],
+            &[("LOADER_CERTIFICATE_DIR", &dir)],
+            Duration::from_secs(240),
+        );
+        assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+        written = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(written.len(), 1, "{written:?}");
+        let c = read_json(&written[0]);
+        let stolen =
+            c["steps"].as_array().into_iter().flatten().filter_map(|s| s["steal_max_ms"].as_f64()).fold(0.0, f64::max);
+        if attempt == 1 && c["limited_by"] != "max_rate" && stolen >= 10.0 {
+            let quiet = common::wait_for_a_quiet_host();
+            eprintln!(
+                "limited by {} with the host stealing up to {stolen} ms a second of a loader core: once more ({quiet} ms in the last second waited)\n{}",
+                c["limited_by"], c["detail"]
+            );
+            continue;
+        }
+        break;
+    }
     let name = written[0].file_name().unwrap().to_str().unwrap().to_string();
     assert!(name.ends_with(".json") && name.contains('T'), "<hostname>-<date>.json: {name}");
     let c = read_json(&written[0]);
