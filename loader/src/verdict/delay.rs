@@ -241,7 +241,7 @@ fn read_lag_limit(limits: &Limits, floor: &Floor) -> f64 {
 /// `share` of it: only then can it move the p99, whatever the number of such sends. (Below,
 /// the p99 is the target's: its answers took far longer than the loader held any send.)
 /// Always, when the share is off (`share` ≥ 1) or the figure is missing.
-fn own_part_material(p: &PhaseSummary, share: f64) -> bool {
+pub(super) fn own_part_material(p: &PhaseSummary, share: f64) -> bool {
     match p.late_unpooled_max_ms {
         Some(most) if share < 1.0 => most >= share * p.latency_ms.p99,
         _ => true,

@@ -90,7 +90,7 @@ fn judge_evidence(s: &Summary, limits: &Limits) -> Verdict {
     delay::judge(s, limits, &floor, &mut reasons);
     runqueue::judge(s, limits, first, &mut reasons);
     delay::tail(s, limits, &mut reasons);
-    stop::emergency_stop(s, &mut reasons);
+    stop::emergency_stop(s, limits.loader_delay_pct / 100.0, &mut reasons);
     let sends_late = delay::sends_show_it(&reasons).map(|r| r.code.clone());
     machine::throttling(s, limits, sends_late.as_deref(), &mut reasons);
     machine::cpu(s, limits, &mut reasons);

@@ -236,6 +236,25 @@ fn an_emergency_stop_while_the_loader_was_behind_is_the_loaders() {
 }
 
 #[test]
+fn a_stop_beside_answers_of_seconds_is_the_targets_when_the_loader_held_sends_briefly() {
+    // Issue 46: the target's answers take up to its 5 s timeout; the loader held 600 sends a
+    // second by up to 103 ms (a steal of its core carried by the instant-reading pool).
+    let collapsed = |most_ms: f64| {
+        let mut s = stopped(600);
+        let p = &mut s.phases[0];
+        (p.late_unpooled, p.late_unpooled_max_ms, p.duration_s) = (1800, Some(most_ms), 6.0);
+        p.latency_ms.p99 = 5001.0;
+        s
+    };
+    let v = judge(&collapsed(103.0), &Limits::default());
+    assert!(!codes(&v).contains(&"emergency_stop"), "{:?}", v.reasons);
+    // Held by 1.3 s of its own, a quarter of those answers: the stop was the loader's.
+    let v = judge(&collapsed(1300.0), &Limits::default());
+    let r = v.reasons.iter().find(|r| r.code == "emergency_stop").expect("the stop named");
+    assert!(r.invalidates && r.side == LOADER, "{r:?}");
+}
+
+#[test]
 fn churn_after_the_loaders_own_timeouts_is_not_the_targets() {
     let mut s = waiting(2000);
     s.phases[0].errors.insert("timeout".into(), 300);
