@@ -57,6 +57,7 @@ const CPU_PATH: &str = "/cpu.php?rounds=50000";
 const DB_PATH: &str = "/db.php?rounds=20";
 
 /// One stepped run's settings and what it must find.
+#[derive(Clone)]
 struct Case<'a> {
     name: &'a str,
     url: String,
@@ -116,7 +117,7 @@ fn run_case(case: &Case, settle: &dyn Fn(), remeasure: Option<&dyn Fn() -> f64>)
         }
         settle();
         let quiet = common::wait_for_a_quiet_host();
-        let mut next = Case { steps: case.steps.clone(), watch: case.watch.clone(), url: case.url.clone(), ..*case };
+        let mut next = case.clone();
         if let Some(measure) = measured_again {
             let capacity = measure();
             // The host moves a CPU's speed by a sixth, not by half: a figure further off is a
@@ -253,7 +254,7 @@ fn judge(case: &Case, o: &Outcome) -> Failed {
         .filter_map(|p| Some((p["ok_rps"].as_f64()?, p["offered_rps"].as_f64()?)))
         .filter(|(ok, offered)| *ok < 0.97 * offered)
         .map(|(ok, _)| ok)
-        .fold(None, |m: Option<f64>, ok| Some(m.map_or(ok, |m| m.max(ok))));
+        .reduce(f64::max);
     let mut truths = vec![case.capacity];
     if case.ceiling.is_none()
         && let Some(served) = served
@@ -306,10 +307,8 @@ fn judge(case: &Case, o: &Outcome) -> Failed {
         f.expect(step_trusted(s, cliff) != Some(false), || format!("the cliff ({cliff}) untrusted"));
     }
     // (The host's steal, named as such, is the VM's and not the collapse's.)
-    let names_steal =
-        |r: &&Value| r["code"] == "host_steal" || r["detail"].as_str().is_some_and(|d| d.contains("(steal"));
     let loader_side: Vec<String> = reasons(s)
-        .filter(|r| r["invalidates"] == true && r["side"] == "loader" && !names_steal(r))
+        .filter(|r| r["invalidates"] == true && r["side"] == "loader" && !common::names_steal(r))
         .map(|r| format!("{}: {}", r["code"].as_str().unwrap_or("?"), r["detail"].as_str().unwrap_or("")))
         .collect();
     f.expect(loader_side.is_empty(), || {

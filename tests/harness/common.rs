@@ -493,8 +493,11 @@ pub fn invalidating_reasons(summary: &serde_json::Value) -> String {
 /// spoiled by the VM's host, not a clean one. `None` otherwise, and for no reasons at all.
 pub fn spoiled_by_steal(summary: &serde_json::Value, reasons: &[&serde_json::Value]) -> Option<f64> {
     let steal = summary["health"]["peaks"]["steal_ms"].as_f64().filter(|&ms| ms > 0.0)?;
-    let names_steal = |r: &&serde_json::Value| {
-        r["code"] == "host_steal" || r["detail"].as_str().is_some_and(|d| d.contains("(steal"))
-    };
-    (!reasons.is_empty() && reasons.iter().all(names_steal)).then_some(steal)
+    (!reasons.is_empty() && reasons.iter().all(|r| names_steal(r))).then_some(steal)
+}
+
+/// Whether a verdict reason lays its finding at the hypervisor's steal (`host_steal`, or
+/// "(steal" in its sentence).
+pub fn names_steal(reason: &serde_json::Value) -> bool {
+    reason["code"] == "host_steal" || reason["detail"].as_str().is_some_and(|d| d.contains("(steal"))
 }

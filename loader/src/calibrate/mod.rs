@@ -177,8 +177,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
                     let (calls, _) = pass.run(&pass.plan(&[rate], Some(rate))?, &interrupted, Some(&name))?;
                     let Some(call) = calls.into_iter().next() else { break 'probe };
                     println!("{}", render_step(&call));
-                    let spoiled = judge::spoiled_by_steal(&call);
-                    match spoiled {
+                    match judge::spoiled_by_steal(&call) {
                         Some(ms) if attempt < STEAL_RERUNS_PER_PROBE && rerun.len() < STEAL_RERUNS => {
                             println!(
                                 "  (the host took {ms:.0} ms of a loader core in one second of it (steal): not counted; once more)"
