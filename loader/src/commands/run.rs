@@ -74,9 +74,15 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Only a cpuidle governor reads the request: without a driver it changes nothing.
     let cpuidle_driver = idle::driver();
     let honoured = idle::honours_request(&cpuidle_driver);
-    let by_default = honoured && idle::held_by_default(plan.peak_rate() / plan.threads.max(1) as f64);
+    let virtual_machine = idle::virtual_machine();
+    let shard_rate = plan.peak_rate() / plan.threads.max(1) as f64;
+    let by_default = honoured && idle::held_by_default(shard_rate, virtual_machine);
     let cpu_latency = hold_cpu_latency(cpu_dma_latency, by_default);
     match (&cpu_latency, honoured) {
+        (Some(held), true) if virtual_machine => println!(
+            "loader: holding /dev/cpu_dma_latency at {} µs for the run on a virtual machine: its idle vCPUs poll, and a host short of CPU takes it back as steal (see the verdict's host_steal)",
+            held.us
+        ),
         (Some(held), true) => println!(
             "loader: holding /dev/cpu_dma_latency at {} µs for the run: idle CPUs poll rather than halt (--cpu-dma-latency off leaves them)",
             held.us
@@ -85,6 +91,11 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             "loader: warning: --cpu-dma-latency {}: this machine has no cpuidle driver, so its idle CPUs halt whatever is asked; held, it changes nothing",
             held.us
         ),
+        (None, true) if cpu_dma_latency.is_none() && virtual_machine && idle::held_by_default(shard_rate, false) => {
+            println!(
+                "loader: a virtual machine: idle CPUs left to halt (polling vCPUs draw the host's steal; --cpu-dma-latency 0 holds them)"
+            )
+        }
         (None, _) => {}
     }
 
@@ -132,6 +143,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
                 preflight,
                 cpu_latency_us: cpu_latency.as_ref().map(|c| c.us),
                 cpuidle_driver: cpuidle_driver.clone(),
+                virtual_machine,
             },
             &mut privileges,
             &mut probes,
@@ -277,6 +289,8 @@ struct Host {
     preflight: Duration,
     cpu_latency_us: Option<u32>,
     cpuidle_driver: String,
+    /// Whether the machine is a virtual one ([`idle::virtual_machine`]).
+    virtual_machine: bool,
 }
 
 /// One run of the plan: probes, shards, analysis, verdict, outputs in `dir`.
@@ -290,7 +304,7 @@ fn run_once(
     certificate: Option<&crate::calibrate::Certified>,
 ) -> anyhow::Result<(Summary, analysis::Analysis)> {
     let Outputs { dir, json_lines, metrics, control } = outputs;
-    let Host { preflight, cpu_latency_us, cpuidle_driver } = host;
+    let Host { preflight, cpu_latency_us, cpuidle_driver, virtual_machine } = host;
     // Before the probes attach, so these sleeping threads are not counted as the run's.
     let noise = (!preflight.is_zero()).then(|| {
         let slo_ms =
@@ -358,6 +372,7 @@ fn run_once(
     summary.run.command_line = std::env::args().collect();
     summary.run.cpu_dma_latency_us = cpu_latency_us;
     summary.run.cpuidle_driver = Some(cpuidle_driver);
+    summary.run.virtual_machine = Some(virtual_machine);
     summary.run.stop_requested_unix_s = control
         .and_then(|c| c.requested_at())
         .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())

@@ -362,7 +362,8 @@ options! {
         /// the machine's setting alone. Default: 0 µs below 20,000 req/s per shard (idle CPUs
         /// poll rather than halt, so each wake-up between sends costs less CPU and lands closer to
         /// its instant), not held above, nor on a machine without a cpuidle driver (nothing there
-        /// reads it). See docs/performance.md.
+        /// reads it), nor on a virtual machine (polling vCPUs draw the host's steal). See
+        /// docs/performance.md.
         flag cpu_dma_latency: Option<String> = "--cpu-dma-latency", "Machine", [value_name = "US|off"];
         /// Serve the kill switch on ADDR (IP:PORT): `loader stop ADDR` stops the run within a
         /// shard turn (≤ 50 ms), as SIGINT would. Needs LOADER_CONTROL_TOKEN (≥ 16 characters),

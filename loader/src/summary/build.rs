@@ -189,6 +189,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             max_streams: plan.http2.unwrap_or(0),
             cpu_dma_latency_us: None,
             cpuidle_driver: None,
+            virtual_machine: None,
             profile: plan.profile_kind().as_str().to_string(),
             connections_opened: rec.connections_opened,
             connect_failures: rec.connect_failures,

@@ -180,6 +180,11 @@ pub struct RunInfo {
     /// whatever is held, so the loader holds nothing by default there. `null`: not recorded.
     #[serde(default)]
     pub cpuidle_driver: Option<String>,
+    /// Whether the load machine is a virtual one (its CPU says it runs under a hypervisor):
+    /// there the loader holds no `cpu_dma_latency_us` by default — polling vCPUs draw the
+    /// host's steal. `null`: not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_machine: Option<bool>,
     /// Connections opened during the run (pool and reconnects).
     pub connections_opened: u64,
     /// Connection attempts that failed.
