@@ -2,6 +2,7 @@
 //! connection churn, TLS handshakes.
 
 use super::*;
+use crate::health::HealthSample;
 
 #[test]
 fn the_hypervisors_steal_on_the_loaders_cores_invalidates_like_throttling() {
@@ -31,6 +32,47 @@ fn the_hypervisors_steal_on_the_loaders_cores_invalidates_like_throttling() {
     assert!(judge(&s, &Limits::default()).reasons.is_empty());
     s.health.peaks.loader_steal_ms = Some(0.0);
     s.health.peaks.steal_ms = Some(5000.0);
+    assert!(judge(&s, &Limits::default()).reasons.is_empty());
+}
+
+#[test]
+fn steal_that_cannot_move_the_latencies_is_a_note() {
+    // CI: a listener that never accepts, every request timing out at 3 s, the run stopped at
+    // 3.3 s; 200 ms taken from the loader's one core (up to 100 ms in one second), send lag
+    // p99 0.04 ms. A request at the p99 lasted 3 s: paused 400 ms at most, under 25 % of it.
+    let mut s = clean();
+    s.run.elapsed_s = 3.3;
+    s.phases[0].latency_ms.p99 = 3000.0;
+    s.health.peaks.loader_steal_ms = Some(200.0);
+    (s.health.peaks.loader_cores, s.health.peaks.loader_cpus) = (Some(1), vec![0]);
+    s.health.series = [40.0, 100.0, 60.0]
+        .iter()
+        .enumerate()
+        .map(|(t, &ms)| HealthSample { t: t as u64 + 1, core_steal_ms: vec![ms, 0.0], ..Default::default() })
+        .collect();
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(true), vec!["host_steal"]));
+    let r = &v.reasons[0];
+    assert!(!r.invalidates && r.side == LOADER, "{r:?}");
+    assert!(
+        r.detail.contains("at most 100 ms in one second") && r.detail.contains("paused 400 ms at most"),
+        "{}",
+        r.detail
+    );
+    // The same steal under a target that answers in 1 ms: a pause of 100 ms is the p99 — the
+    // loader's, invalidating.
+    s.phases[0].latency_ms.p99 = 1.0;
+    let v = judge(&s, &Limits::default());
+    assert_eq!((v.trusted, codes(&v)), (Some(false), vec!["host_steal"]));
+    assert!(v.reasons[0].detail.contains("every delay it measured"), "{}", v.reasons[0].detail);
+    // A p99 of 700 ms (the target's queue): 100 ms twice is 200 ms, above 25 % of it.
+    s.phases[0].latency_ms.p99 = 700.0;
+    assert_eq!(judge(&s, &Limits::default()).trusted, Some(false));
+    // Steal on the other core, where the loader may not run, says nothing of it.
+    for x in &mut s.health.series {
+        x.core_steal_ms.swap(0, 1);
+    }
+    s.health.peaks.loader_steal_ms = Some(0.0);
     assert!(judge(&s, &Limits::default()).reasons.is_empty());
 }
 
