@@ -170,9 +170,14 @@ fn a_soak_at_5000_rps_stays_flat() {
             maps.join(" ")
         );
     }
-    assert_eq!(output.status.code(), Some(0), "{}", common::show(&output));
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("summary.json"))
+            .unwrap_or_else(|e| panic!("summary.json: {e}\n{}", common::show(&output))),
+    )
+    .unwrap();
+    // Its subject is flatness, not trust: a spell of the host's steal may untrust the run
+    // (exit 3, said with why — CI: exit 3 with RSS, descriptors and maps flat for 190 s).
+    common::judge_complete("soak", &output, &summary, &[0]);
     let (requests, ok): (u64, u64) = summary["phases"]
         .as_array()
         .unwrap()

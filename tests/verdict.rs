@@ -104,7 +104,12 @@ fn clean_low_rate_run_is_trusted() {
     eprintln!("verdict: {}\nprobes: {}", s["verdict"], s["probes"]["runqueue_us"]);
     assert_eq!(output.status.code(), Some(0), "{}", show(&output));
     assert_eq!(s["verdict"]["trusted"], true, "{}", s["verdict"]);
-    assert!(reasons(&s).is_empty(), "a clean run has nothing to report: {}", s["verdict"]);
+    // Nothing to report but, after every run was stolen from, the steal the verdict notes.
+    assert!(
+        reasons(&s).iter().all(|r| r["invalidates"] == false && common::names_steal(r)),
+        "a clean run has nothing to report: {}",
+        s["verdict"]
+    );
     let main = phase(&s, "main");
     assert_eq!(u(&main["ok"]), 600);
     // What the probes saw is what happened: 8 connects, all completed, nothing retransmitted.
@@ -304,16 +309,30 @@ fn time_wait_from_churn_is_judged_against_its_limit() {
     let netns = Netns::create("tw");
     let target = target_via(&netns.exec(), "127.0.0.1:0", &[]);
     let out = out_dir("verdict-time-wait");
-    let (output, summary) = loader_run_via(
-        &netns.exec(),
-        &[],
-        &["--url", &target.url(), "--rate", "3000", "--duration", "1500ms", "--no-keepalive"],
-        &out,
-        Duration::from_secs(60),
-    );
-    let s = summary.unwrap_or_else(|| panic!("no summary.json\n{}", show(&output)));
+    let run = || {
+        let _ = std::fs::remove_dir_all(&out);
+        let (output, summary) = loader_run_via(
+            &netns.exec(),
+            &[],
+            &["--url", &target.url(), "--rate", "3000", "--duration", "1500ms", "--no-keepalive"],
+            &out,
+            Duration::from_secs(60),
+        );
+        let s = summary.unwrap_or_else(|| panic!("no summary.json\n{}", show(&output)));
+        (output, s)
+    };
+    let (mut output, mut s) = run();
     if !probes_ran("time_wait", &s) {
         return;
+    }
+    // A run the host stole from is no clean run of the churn (CI: 120 ms/s per core of steal,
+    // read lag p99 8.7 ms): again after a quiet second, up to 3 runs; the last is judged.
+    for attempt in 2..=3 {
+        let inval: Vec<&Value> = reasons(&s).iter().filter(|r| r["invalidates"] == true).collect();
+        let Some(steal) = common::spoiled_by_steal(&s, &inval) else { break };
+        let quiet = common::wait_for_a_quiet_host();
+        eprintln!("the VM's host took {steal:.0} ms of its CPUs: run {attempt} of 3 (after a second with {quiet} ms)");
+        (output, s) = run();
     }
     let p = &s["probes"];
     eprintln!("verdict: {}\ntime_wait {} lost {}", s["verdict"], p["time_wait"], p["lost"]);

@@ -120,7 +120,9 @@ const STEAL_ATTEMPTS: u32 = 4;
 ///   with the run-queue p99 within its limit, with no cgroup throttling: in a clean
 ///   scenario nothing stops or throttles it, so its host paused it. This VM is nested, and
 ///   its steal figure does not show every such pause (CI, the 30,000 req/s row: send lag p99
-///   0.28 ms, run-queue p99 0.02 ms, no steal, no throttling).
+///   0.28 ms, run-queue p99 0.02 ms, no steal, no throttling);
+/// - or the verdict noted the host's steal (`host_steal`) and every invalidating reason is one
+///   of the loader's own delays, with no throttling.
 fn spoiled(o: &Outcome) -> Option<String> {
     if o.trusted() != Some(false) {
         return None;
@@ -138,8 +140,16 @@ fn spoiled(o: &Outcome) -> Option<String> {
             || (rq_ok && (r["code"] == "read_lag" || r["code"] == "loader_held_connections"))
     };
     let throttled = o.summary()["health"]["peaks"]["cgroup_throttled_ms"].as_f64().unwrap_or(0.0);
-    (!reasons.is_empty() && reasons.iter().all(paused) && throttled == 0.0)
-        .then(|| "the loader was not running when its sends were due, neither throttled nor waiting for a CPU: its host paused it".to_string())
+    if !reasons.is_empty() && reasons.iter().all(paused) && throttled == 0.0 {
+        return Some("the loader was not running when its sends were due, neither throttled nor waiting for a CPU: its host paused it".to_string());
+    }
+    // The verdict noted the host's steal and found only the loader's own delays: in a clean
+    // scenario nothing else took its CPU (CI: two shards sharing a core in a spell of steal,
+    // their waits for each other stretched to a run-queue finding and send lag p99 1.2 ms).
+    let noted = o.reasons().iter().any(|r| r["code"] == "host_steal");
+    let delays = ["runqueue_delay", "send_lag", "read_lag", "late_sends", "loader_held_connections"];
+    (noted && !reasons.is_empty() && reasons.iter().all(|r| delays.iter().any(|c| r["code"] == *c)) && throttled == 0.0)
+        .then(|| "the verdict noted the host's steal and found only the loader's own delays".to_string())
 }
 
 #[test]
@@ -523,19 +533,38 @@ fn starvation_from_step_3_spoils_only_steps_3_and_4() {
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
     // Warm-up 1 s, then steps of 4 s: step 3 starts at t = 9 s.
-    let running = Run::new(scenario)
-        .args(&["--url", &target.url(), "--profile", "step", "--steps", "1000,1500,2000,2500"])
-        .args(&["--hold", "4s", "--warmup", "1s", "--threads", "1", "--connections", "32", "--no-emergency-stop"])
-        .spawn();
-    let line = running.wait_line(Duration::from_secs(40), |l| second_of(l) == Some(9));
-    let mut hogs = line.as_ref().map(|_| Hogs::pinned(LOADER_CPU, 3, -10));
-    let o = running.finish();
-    let alive = hogs.as_mut().is_some_and(Hogs::alive);
-    drop(hogs);
+    let attempt = || {
+        let running = Run::new(scenario)
+            .args(&["--url", &target.url(), "--profile", "step", "--steps", "1000,1500,2000,2500"])
+            .args(&["--hold", "4s", "--warmup", "1s", "--threads", "1", "--connections", "32", "--no-emergency-stop"])
+            .spawn();
+        let line = running.wait_line(Duration::from_secs(40), |l| second_of(l) == Some(9));
+        let mut hogs = line.as_ref().map(|_| Hogs::pinned(LOADER_CPU, 3, -10));
+        let o = running.finish();
+        let alive = hogs.as_mut().is_some_and(Hogs::alive);
+        drop(hogs);
+        (o, line, alive)
+    };
+    let steps_of = |o: &Outcome| o.summary()["verdict"]["steps"].as_array().cloned().unwrap_or_default();
+    // Steps 1–2 set aside for the host's steal are the VM's, not the starvation's (CI: a spell
+    // of 120 ms/s per core over the whole run): run once more after a quiet second.
+    let stolen_before_3 = |o: &Outcome| {
+        steps_of(o).iter().filter(|t| t["phase"] == "step 1" || t["phase"] == "step 2").any(|t| {
+            t["trusted"] == false && t["reasons"].as_array().is_some_and(|r| r.iter().any(|c| c == "host_steal"))
+        })
+    };
+    let (mut o, mut line, mut alive) = attempt();
     if o.skip_without_ebpf() {
         return;
     }
-    let steps = o.summary()["verdict"]["steps"].as_array().cloned().unwrap_or_default();
+    if stolen_before_3(&o) {
+        let quiet = common::wait_for_a_quiet_host();
+        println!(
+            "MATRIX {scenario}: steps 1–2 set aside for the host's steal: run 2 of 2 (after a second with {quiet} ms)"
+        );
+        (o, line, alive) = attempt();
+    }
+    let steps = steps_of(&o);
     let trust = |name: &str| steps.iter().find(|t| t["phase"] == name).and_then(|t| t["trusted"].as_bool());
     Check::new(&o)
         .set_up(line.is_some(), "no `[   9s]` line within 40 s: the loops never started")
