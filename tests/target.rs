@@ -157,6 +157,52 @@ fn workers_queue_requests_beyond_their_number() {
     assert!(took < Duration::from_secs(5), "4 requests took {took:?}");
 }
 
+/// With `--workers`, `/metrics` tells the pool — busy, its size, waiting — at once, without
+/// a worker: 2 workers held 1 s each by 3 requests read as 2 busy and 1 waiting.
+#[test]
+fn workers_tell_their_pool_at_metrics_without_taking_one() {
+    let target = Target::start(&["--workers", "2", "--delay", "1s"]);
+    let mut clients: Vec<Client> = (0..3).map(|_| target.connect()).collect();
+    for client in &mut clients {
+        client.send("GET", "/", "");
+    }
+    let gauge = |page: &str, name: &str| -> u64 {
+        page.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{page}"))
+    };
+    let mut scrape = target.connect();
+    // The three are read and queued within a moment; bounded at 20 tries 25 ms apart.
+    let mut page = String::new();
+    for _ in 0..20 {
+        scrape.send("GET", "/metrics", "");
+        let asked = Instant::now();
+        let res = scrape.receive();
+        assert!(asked.elapsed() < Duration::from_millis(500), "the page waited for a worker");
+        assert!(res.status.starts_with("HTTP/1.1 200"), "{}", res.status);
+        assert!(res.header("content-type").is_some_and(|t| t.starts_with("text/plain")), "{:?}", res.headers);
+        page = res.body;
+        if gauge(&page, "loader_target_waiting_requests") == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert_eq!(gauge(&page, "loader_target_workers"), 2, "{page}");
+    assert_eq!(gauge(&page, "loader_target_busy_workers"), 2, "{page}");
+    assert_eq!(gauge(&page, "loader_target_waiting_requests"), 1, "{page}");
+    for client in &mut clients {
+        assert_ok_json(&client.receive());
+    }
+    scrape.send("GET", "/metrics", "");
+    let idle = scrape.receive().body;
+    assert_eq!((gauge(&idle, "loader_target_busy_workers"), gauge(&idle, "loader_target_waiting_requests")), (0, 0));
+    // Without --workers there is no pool to tell: /metrics is the endpoint's own answer.
+    let plain = Target::start(&[]);
+    let mut client = plain.connect();
+    client.send("GET", "/metrics", "");
+    assert_ok_json(&client.receive());
+}
+
 #[test]
 fn stall_holds_responses_until_the_window_ends() {
     // Windows [2s, 2.5s), [4s, 4.5s), … from the target's start, which lies between

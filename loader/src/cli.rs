@@ -194,6 +194,11 @@ pub struct VerdictArgs {
     /// Print the verdict only; leave summary.json as it is.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print every reason whole and every line of the report (the run prints them at a
+    /// glance). Without a limit above, the saved verdict is read as it is: nothing is judged
+    /// again or rewritten.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Flags of `loader target`.

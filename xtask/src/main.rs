@@ -111,6 +111,9 @@ fn dist_demo(args: &[OsString]) -> Result<ExitCode> {
     dist::run(&build_release_loader()?, args)
 }
 
+/// `loader run`'s exit code when a step failed its criteria (docs/usage.md).
+const GATES_FAILED: i32 = 4;
+
 fn demo(args: &[OsString]) -> Result<ExitCode> {
     setup::run(Extras::None)?;
     let loader = build_release_loader()?;
@@ -120,6 +123,12 @@ fn demo(args: &[OsString]) -> Result<ExitCode> {
         run = run.args(["--no-probes"]);
     }
     let status = run.args(args).current_dir(&cmd::workspace_root()).status()?;
+    // The demo steps its target past its capacity: the steps above the knee fail their SLO,
+    // and loader says so with the gates' exit code (4). That is the demo working.
+    if status.code() == Some(GATES_FAILED) && args.is_empty() {
+        println!("demo: done — the steps past the knee failed their SLO, as they should (loader's exit code 4)");
+        return Ok(ExitCode::SUCCESS);
+    }
     if !status.success() {
         println!("demo: loader ended with {}", cmd::describe(status));
     }

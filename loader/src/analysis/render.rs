@@ -9,19 +9,55 @@ use std::fmt::Write as _;
 
 use super::Analysis;
 use super::knee::Knee;
+use super::little::LittleFinding;
 use super::step::fmt_ms;
+use crate::report::text::Detail;
 use crate::summary::{PhaseSummary, SecondSummary};
 
-fn knee_line(out: &mut String, label: &str, knee: &Option<Knee>, none: &str) {
+fn knee_line(out: &mut String, label: &str, knee: &Option<Knee>, none: &str, detail: Detail) {
     let _ = match knee {
-        Some(k) => writeln!(out, "{label:<19}{:.0} req/s at {} — {}", k.rps, k.step, k.detail),
+        Some(k) => writeln!(out, "{label:<19}{:.0} req/s at {} — {}", k.rps, k.step, at(&k.detail, detail)),
         None => writeln!(out, "{label:<19}none — {none}"),
     };
 }
 
+/// A sentence at a glance: whole when short, else up to its first clause (the step table
+/// beside it says the rest).
+fn at(sentence: &str, detail: Detail) -> String {
+    match detail {
+        Detail::Glance => crate::report::text::glance(sentence),
+        Detail::All => sentence.to_string(),
+    }
+}
+
+/// A failed step's result at a glance: its first reason and the codes of the others.
+fn fail_glance(reasons: &[&super::step::FailReason]) -> String {
+    let Some((first, rest)) = reasons.split_first() else { return "pass".into() };
+    let others: Vec<&str> = rest.iter().map(|r| r.code.as_str()).collect();
+    if others.is_empty() {
+        format!("FAIL {}", first.detail)
+    } else {
+        format!("FAIL {} (+ {})", first.detail, others.join(", "))
+    }
+}
+
 /// Render the step table of a run's `phases` (with its per-second `series`, for the
-/// in-flight column of unjudged phases) as judged in `analysis`.
+/// in-flight column of unjudged phases) as judged in `analysis`, everything said.
 pub fn render_steps(phases: &[PhaseSummary], series: &[SecondSummary], analysis: &Analysis) -> String {
+    render_steps_at(phases, series, analysis, Detail::All)
+}
+
+/// [`render_steps`] at a depth: at a glance the knees, the cliff and what was set aside or
+/// unstable, and of Little's law only what says the numbers or the loader are off — a step
+/// whose requests waited in the loader, an accounting that disagrees, a pile-up in a step
+/// that failed. A pile-up of a few requests in a passing step (a stall of a few ms that its
+/// p99 does not show) and the steps with few tail samples are in `--all` and report.html.
+pub fn render_steps_at(
+    phases: &[PhaseSummary],
+    series: &[SecondSummary],
+    analysis: &Analysis,
+    detail: Detail,
+) -> String {
     let header = ["step", "rate", "sent/s", "ok/s", "p50", "p95", "p99", "in-flight", "mark", "result"];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for (i, p) in phases.iter().enumerate() {
@@ -36,6 +72,9 @@ pub fn render_steps(phases: &[PhaseSummary], series: &[SecondSummary], analysis:
             fmt_ms(l.p99),
         ];
         let Some(s) = analysis.steps.iter().find(|s| s.phase == i) else {
+            if detail == Detail::Glance && p.kind == "warmup" {
+                continue;
+            }
             let flight = super::step::in_flight_max(p, series);
             row.push(flight.map_or("-".into(), |v| v.to_string()));
             row.push(String::new());
@@ -56,25 +95,23 @@ pub fn render_steps(phases: &[PhaseSummary], series: &[SecondSummary], analysis:
         .map(|&(_, m)| m)
         .collect();
         row.push(marks.join(","));
-        let measured = || {
-            let why: Vec<&str> = s
-                .fail_reasons
-                .iter()
-                .filter(|r| r.code != super::step::FailCode::LoaderUntrusted)
-                .map(|r| r.detail.as_str())
-                .collect();
-            if why.is_empty() { "pass".to_string() } else { format!("FAIL {}", why.join("; ")) }
+        let failed = |all: Vec<&super::step::FailReason>| match detail {
+            Detail::Glance => fail_glance(&all),
+            Detail::All if all.is_empty() => "pass".to_string(),
+            Detail::All => format!("FAIL {}", all.iter().map(|r| r.detail.as_str()).collect::<Vec<_>>().join("; ")),
         };
+        let measured =
+            || failed(s.fail_reasons.iter().filter(|r| r.code != super::step::FailCode::LoaderUntrusted).collect());
         row.push(match (s.passed, &s.set_aside) {
             (None, _) => "not run".into(),
+            (Some(_), Some(codes)) if detail == Detail::Glance => {
+                format!("SET ASIDE ({}): {}", codes.join(", "), measured())
+            }
             (Some(_), Some(codes)) => {
                 format!("SET ASIDE, loader untrusted here ({}); as measured: {}", codes.join(", "), measured())
             }
             (Some(true), None) => "pass".into(),
-            (Some(false), None) => {
-                let why: Vec<&str> = s.fail_reasons.iter().map(|r| r.detail.as_str()).collect();
-                format!("FAIL {}", why.join("; "))
-            }
+            (Some(false), None) => failed(s.fail_reasons.iter().collect()),
         });
         rows.push(row);
     }
@@ -101,14 +138,15 @@ pub fn render_steps(phases: &[PhaseSummary], series: &[SecondSummary], analysis:
     }
     let _ = writeln!(out, "latency ms from the intended send time; in-flight: highest per-second count (upper bound)");
     let k = &analysis.knees;
-    knee_line(&mut out, "knee (SLO):", &k.slo, "the first step already failed");
+    knee_line(&mut out, "knee (SLO):", &k.slo, "the first step already failed", detail);
     knee_line(
         &mut out,
         "knee (throughput):",
         &k.throughput,
         "ok/s did not follow the offered rate from the first step",
+        detail,
     );
-    knee_line(&mut out, "knee (adaptive):", &k.adaptive, "ok/s never stalled while p99 jumped");
+    knee_line(&mut out, "knee (adaptive):", &k.adaptive, "ok/s never stalled while p99 jumped", detail);
     let _ = match &analysis.cliff {
         Some(c) => writeln!(out, "{:<19}{:.0} req/s at {} — {}", "cliff:", c.rps, c.step, c.detail),
         None => writeln!(out, "{:<19}none", "cliff:"),
@@ -137,10 +175,22 @@ pub fn render_steps(phases: &[PhaseSummary], series: &[SecondSummary], analysis:
         .iter()
         .flat_map(|s| s.tail_warnings.iter().map(move |w| format!("{} {} on {}", s.name, w.percentile, w.tail)))
         .collect();
-    if !tails.is_empty() {
+    if !tails.is_empty() && detail == Detail::All {
         let _ = writeln!(out, "few tail samples (< 100 requests beyond the percentile): {}", tails.join(", "));
     }
-    for c in analysis.little.iter().filter(|c| !c.findings.is_empty()) {
+    // At a glance: an accounting that disagrees, always; requests held in the loader in a step
+    // that passed (in a failed one the pool ran dry on the target's slowness, which the
+    // verdict's pool notes say); never a pile-up, which the tail shows.
+    let passed = |phase: usize| analysis.steps.iter().any(|s| s.phase == phase && s.passed == Some(true));
+    let worth = |c: &&super::little::LittleCheck| match detail {
+        Detail::All => !c.findings.is_empty(),
+        Detail::Glance => c.findings.iter().any(|f| match f {
+            LittleFinding::PeakBelowMean => true,
+            LittleFinding::LoaderBacklog => passed(c.phase),
+            LittleFinding::Bursty => false,
+        }),
+    };
+    for c in analysis.little.iter().filter(worth) {
         let _ = writeln!(out, "Little's law, {}: {}", c.step, c.detail);
     }
     out

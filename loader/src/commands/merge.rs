@@ -41,10 +41,7 @@ pub(super) fn merge(args: &MergeArgs) -> anyhow::Result<Outcome> {
         .collect();
     let zero = UNIX_EPOCH + Duration::from_secs_f64(summary.run.zero_unix_s.unwrap_or(0.0).max(0.0));
     write_intervals(&args.out.join("latency.hlog"), &summary.run.url, &intervals, zero)?;
-    print!("{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
-    if summary.phases.iter().filter(|p| p.kind == "hold").count() > 1 {
-        print!("\n{}", analysis::render_steps(&summary.phases, &summary.series, &analysis));
-    }
+    print!("{}", text::render_run(&summary, Some(&analysis), text::Detail::Glance, Some(&args.out)));
     let path = args.out.join("summary.json");
     write_json(&path, &summary)?;
     println!("summary: {} (merged from {} machines)", path.display(), parts.len());

@@ -19,7 +19,7 @@ use crate::privilege::Privileges;
 use crate::probes::Probes;
 use crate::report::metrics::Endpoint;
 use crate::report::text;
-use crate::scenario::{PhaseKind, Plan, Spec, Target};
+use crate::scenario::{Plan, Spec, Target};
 use crate::summary::{CapacitySummary, Reason, Summary, Verdict};
 use crate::target;
 
@@ -44,9 +44,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // The demo (no URL): the built-in target as a child process, so that its threads never
     // count as the loader's in the probes and the health figures.
     let builtin = match spec.target {
-        Target::BuiltIn => {
-            Some(target::child::spawn(&builtin_target_flags(&spec)).context("cannot start the built-in target")?)
-        }
+        Target::BuiltIn => Some(spawn_demo_target(&mut spec)?),
         Target::Url(_) => None,
     };
     let url = match (&spec.target, &builtin) {
@@ -57,6 +55,14 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // --grpc without --proto: the method's descriptors from the server's reflection.
     if let Some(grpc) = spec.grpc.as_mut().filter(|g| g.needs_reflection()) {
         grpc.reflect(&url, &spec.tls, spec.timeout.clamp(REFLECTION_TIMEOUT_MIN, REFLECTION_TIMEOUT_MAX))?;
+    }
+    if builtin.is_some() && !spec.watch.iter().any(|w| w.name == DEMO_WATCH) {
+        // The demo watches its target's pool, so that its knee comes with its cause.
+        let source = format!(
+            "{DEMO_WATCH}=prometheus:{}/metrics;metric=loader_target_busy_workers;limit={DEMO_WORKERS}",
+            url.trim_end_matches('/')
+        );
+        spec.watch.push(crate::scenario::WatchSpec::parse_flag(&source).map_err(|e| anyhow::anyhow!(e))?);
     }
     let plan = Plan::resolve(&spec, &url)?;
     // A watched source that cannot be read fails now, before anything runs.
@@ -91,16 +97,13 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             "loader: warning: --cpu-dma-latency {}: this machine has no cpuidle driver, so its idle CPUs halt whatever is asked; held, it changes nothing",
             held.us
         ),
-        (None, true) if cpu_dma_latency.is_none() && virtual_machine && idle::held_by_default(shard_rate, false) => {
-            println!(
-                "loader: a virtual machine: idle CPUs left to halt (polling vCPUs draw the host's steal; --cpu-dma-latency 0 holds them)"
-            )
-        }
         (None, _) => {}
     }
 
     if builtin.is_some() {
-        println!("loader: no --url given: running the built-in demo against the built-in target at {url}");
+        println!(
+            "loader: no --url given: the built-in demo — a target of {DEMO_WORKERS} workers × {DEMO_DELAY} (450 req/s at most) at {url}, stepped past it, its pool watched"
+        );
     }
     let interrupted = crate::measure::signals::install()?;
     let control = match args.control.as_deref() {
@@ -158,6 +161,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     drop(probes);
     // Normally dropped long ago, after the first run loaded the probes; this is a safety net.
     privileges.drop_now("before writing the combined results")?;
+    let demo = builtin.is_some();
     if let Some(t) = builtin {
         t.stop();
     }
@@ -215,6 +219,11 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(e) = endpoint {
         linger_for_scrapers(&e, linger, &interrupted);
+    }
+    if demo {
+        println!(
+            "next: your own service — loader run --url http://HOST:PORT/PATH --profile step --steps 100,200,400,800 --slo-p99 200ms; this machine's ceiling — loader calibrate"
+        );
     }
     Ok(outcome_of(&combined))
 }
@@ -379,10 +388,7 @@ fn run_once(
         .map(|d| d.as_micros() as f64 / 1e6);
     summary.machine = Some(crate::health::machine::Fingerprint::of_this_machine());
     let analysis = measure::conclude(&mut summary, plan)?;
-    print!("\n{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
-    if plan.phases.iter().filter(|p| p.kind == PhaseKind::Hold).count() > 1 {
-        print!("\n{}", analysis::render_steps(&summary.phases, &summary.series, &analysis));
-    }
+    print!("\n{}", text::render_run(&summary, Some(&analysis), text::Detail::Glance, Some(dir)));
     let path = dir.join("summary.json");
     let written = crate::report::write_json_or_stderr(&path, &summary);
     if written.is_ok() {
@@ -426,9 +432,43 @@ fn default_out_dir() -> PathBuf {
     PathBuf::from("out").join(stamp)
 }
 
-/// The built-in target's flags for a demo run: one thread, speaking the run's protocol.
+/// The name of the demo's watched source (its target's worker pool).
+const DEMO_WATCH: &str = "workers";
+
+/// The demo's target: a pool of [`DEMO_WORKERS`] workers, each busy [`DEMO_DELAY`] per
+/// request — a capacity of exactly 450 req/s, which the demo's steps (100–600 req/s) go past —
+/// telling its pool at `/metrics`, which the demo watches.
+const DEMO_WORKERS: usize = 9;
+/// See [`DEMO_WORKERS`].
+const DEMO_DELAY: &str = "20ms";
+
+/// The demo's target on the last CPU this process may use and the loader on the others, one
+/// shard each unless `--threads` says otherwise (as `loader calibrate` pins them): a target
+/// beside the shards makes them wait for a CPU, and the demo would show the loader's waits
+/// instead of the target's knee. New threads inherit the creating thread's CPU mask, so the
+/// target is spawned while this thread sits on its CPU. On one CPU, nothing is pinned.
+fn spawn_demo_target(spec: &mut Spec) -> anyhow::Result<target::child::Target> {
+    let cpus = crate::health::affinity::allowed().unwrap_or_default();
+    let split = match cpus.split_last() {
+        Some((&last, rest)) if !rest.is_empty() => Some((last, rest.to_vec())),
+        _ => None,
+    };
+    if let Some((cpu, _)) = &split {
+        crate::health::affinity::current_thread(&[*cpu]).context("cannot pin the built-in target")?;
+    }
+    let spawned = target::child::spawn(&builtin_target_flags(spec));
+    if let Some((_, loader)) = &split {
+        crate::health::affinity::current_thread(loader).context("cannot pin the loader")?;
+        spec.threads = spec.threads.or(Some(loader.len()));
+    }
+    spawned.context("cannot start the built-in target")
+}
+
+/// The built-in target's flags for a demo run: one thread, the demo's pool, speaking the
+/// run's protocol.
 fn builtin_target_flags(spec: &Spec) -> Vec<String> {
     let mut flags = vec!["--threads".to_string(), "1".to_string()];
+    flags.extend(["--workers".to_string(), DEMO_WORKERS.to_string(), "--delay".into(), DEMO_DELAY.into()]);
     if spec.grpc.is_some() {
         flags.push("--grpc".into());
     } else if spec.http2.is_some() {

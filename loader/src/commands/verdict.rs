@@ -1,5 +1,6 @@
 //! `loader verdict DIR`: judge a saved run again, with other limits, and rewrite its summary
-//! (and its report.html).
+//! (and its report.html); `--all` alone reads the saved verdict whole, every line of the
+//! report with it, and changes nothing.
 
 use super::{outcome_of, read_summary};
 use crate::Outcome;
@@ -11,6 +12,20 @@ use crate::verdict::{self, Limits};
 /// Judge `DIR/summary.json` again with the given limits.
 pub(super) fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
     let (path, mut summary) = read_summary(&args.dir)?;
+    let detail = if args.all { text::Detail::All } else { text::Detail::Glance };
+    let limits_given = args.cpu_p95.is_some()
+        || args.runqueue_p99_ms.is_some()
+        || args.send_lag_p99_ms.is_some()
+        || args.nic_capacity.is_some()
+        || args.time_wait.is_some()
+        || args.loader_delay_pct.is_some();
+    if args.all && !limits_given {
+        // Read as saved: the steps as the run judged them, against its own criteria.
+        let criteria = summary.analysis.criteria.clone().unwrap_or_default();
+        let analysis = analysis::analyze(&summary, &criteria, &KneeRules::default())?;
+        print!("{}", text::render_run(&summary, Some(&analysis), detail, Some(&args.dir)));
+        return Ok(outcome_of(&summary));
+    }
     let mut limits = Limits::default();
     if let Some(v) = args.cpu_p95 {
         limits.cpu_p95_pct = v;
@@ -43,7 +58,7 @@ pub(super) fn rejudge(args: &VerdictArgs) -> anyhow::Result<Outcome> {
     analysis::annotate(&mut summary, &analysis);
     crate::watch::steps::annotate(&mut summary);
     summary.analysis.criteria = Some(criteria.clone());
-    print!("{}\n{}", text::render_verdict(&summary.verdict), text::render(&summary));
+    print!("{}", text::render_run(&summary, Some(&analysis), detail, Some(&args.dir)));
     if !args.dry_run {
         write_json(&path, &summary)?;
         println!("summary: {} (verdict updated)", path.display());

@@ -1,9 +1,63 @@
-//! The terminal table: one row per phase, the numbers a performance engineer reads first.
+//! The terminal report: the verdict, one row per phase (or the step table), and the lines
+//! a performance engineer reads first.
+//!
+//! Two depths ([`Detail`]). At a glance — what `loader run` prints — the verdict keeps its
+//! three most important reasons, one line each, a stepped run shows its step table and not
+//! the phase table as well, and a line appears only when it says something to act on or to
+//! doubt (the load machine's peaks when one neared a limit, lost probe events with their
+//! share). `loader verdict DIR --all` prints everything, as do summary.json and report.html.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
+use crate::analysis::Analysis;
 use crate::analysis::step::fmt_ms;
-use crate::summary::{CapacitySummary, PhaseSummary, Summary, Verdict};
+use crate::summary::{CapacitySummary, PhaseSummary, Reason, Summary, Verdict};
+
+/// How much the terminal report says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// What to act on or to doubt, in one screen: what `loader run` prints.
+    Glance,
+    /// Every reason whole and every line (`loader verdict DIR --all`).
+    All,
+}
+
+/// Reasons the verdict shows at a glance; the rest are counted, with where to read them.
+const GLANCE_REASONS: usize = 3;
+
+/// A reason's sentence at a glance: up to its first clause break at or past this many
+/// characters (the figure and what it is; the why and the remedy stay in the full text) …
+const SHORT_FROM: usize = 30;
+/// … and at most this many characters.
+const SHORT_MAX: usize = 150;
+/// A reason's opening `…: ` this short names where it was found (steps, a phase), not what.
+const STEPS_PREFIX_MAX: usize = 60;
+
+/// The whole terminal report of a run: the verdict, then the step table of a stepped run
+/// (with its knees and cliff) or the phase table, then the lines under them. `dir` is where
+/// the run was written, for the pointer to the rest.
+pub fn render_run(s: &Summary, analysis: Option<&Analysis>, detail: Detail, dir: Option<&Path>) -> String {
+    let mut out = render_verdict(&s.verdict, detail, dir);
+    out.push('\n');
+    let stepped = s.phases.iter().filter(|p| p.kind == "hold").count() > 1;
+    match (analysis.filter(|_| stepped), detail) {
+        (Some(a), Detail::Glance) => {
+            out.push_str(&crate::analysis::render::render_steps_at(&s.phases, &s.series, a, detail));
+            out.push_str(&render_footer(s, detail));
+        }
+        (Some(a), Detail::All) => {
+            out.push_str(&render(s));
+            out.push('\n');
+            out.push_str(&crate::analysis::render::render_steps_at(&s.phases, &s.series, a, detail));
+        }
+        (None, _) => {
+            out.push_str(&phase_table(s));
+            out.push_str(&render_footer(s, detail));
+        }
+    }
+    out
+}
 
 fn errors_cell(p: &PhaseSummary) -> String {
     let parts: Vec<String> = p.errors.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}:{n}")).collect();
@@ -27,8 +81,15 @@ pub fn ahead_line(s: &Summary) -> Option<String> {
     })
 }
 
-/// Render the per-phase table and the run's footer lines.
+/// Render the per-phase table and the run's footer lines, everything said.
 pub fn render(s: &Summary) -> String {
+    let mut out = phase_table(s);
+    out.push_str(&render_footer(s, Detail::All));
+    out
+}
+
+/// The per-phase table with its legend.
+fn phase_table(s: &Summary) -> String {
     let mut out = String::new();
     let header = [
         "phase",
@@ -81,6 +142,16 @@ pub fn render(s: &Summary) -> String {
         }
     }
     let _ = writeln!(out, "latency in ms from each request's intended send time (coordinated omission corrected)");
+    out
+}
+
+/// Share of the sends that left ahead of their time from which a glance mentions it.
+const AHEAD_GLANCE_SHARE: f64 = 0.01;
+
+/// The lines under the table: the connections, then what else the run has to say.
+fn render_footer(s: &Summary, detail: Detail) -> String {
+    let all = detail == Detail::All;
+    let mut out = String::new();
     let r = &s.run;
     let _ = writeln!(
         out,
@@ -112,8 +183,18 @@ pub fn render(s: &Summary) -> String {
             (true, None) => " — INTERRUPTED, partial results".to_string(),
         }
     );
-    if let Some(line) = ahead_line(s) {
-        let _ = writeln!(out, "{line}");
+    let (ahead, sent) = sends_ahead(s);
+    if all {
+        if let Some(line) = ahead_line(s) {
+            let _ = writeln!(out, "{line}");
+        }
+    } else if ahead as f64 >= AHEAD_GLANCE_SHARE * sent as f64 && ahead > 0 {
+        let _ = writeln!(
+            out,
+            "sent ahead: {ahead} of {sent} sends ({:.1} %) up to {:.0} µs early (--send-ahead); their latency runs from when they left",
+            100.0 * ahead as f64 / sent.max(1) as f64,
+            s.run.send_ahead_us
+        );
     }
     for p in s.phases.iter().filter(|p| !p.grpc.is_empty()) {
         let codes: Vec<String> = p.grpc.iter().map(|(code, n)| format!("{code} {n}")).collect();
@@ -149,7 +230,8 @@ pub fn render(s: &Summary) -> String {
         };
         let _ = writeln!(out, "certificate: the highest step sent {:.0}% of {of}", ratio * 100.0);
     }
-    if let (Some(start), Some(end), Some(peak)) = (s.loader.rss_mib_start, s.loader.rss_mib_end, s.loader.rss_mib_peak)
+    if let (true, Some(start), Some(end), Some(peak)) =
+        (all, s.loader.rss_mib_start, s.loader.rss_mib_end, s.loader.rss_mib_peak)
     {
         let _ = writeln!(out, "loader memory: RSS {start:.1} MiB at 1 s, {end:.1} MiB at the end, peak {peak:.1} MiB");
     }
@@ -187,10 +269,10 @@ pub fn render(s: &Summary) -> String {
         .iter()
         .filter_map(|p| p.read_lag_ms.as_ref().map(|r| format!("{} {:.2}/{:.2}/{:.1}", p.name, r.p50, r.p99, r.max)))
         .collect();
-    if !read.is_empty() {
+    if all && !read.is_empty() {
         let _ = writeln!(out, "read lag ms (answer read − kernel receive stamp, p50/p99/max): {}", read.join(", "));
     }
-    if let Some(w) = &s.loader.wake_late_us {
+    if let Some(w) = s.loader.wake_late_us.as_ref().filter(|_| all) {
         let _ = writeln!(
             out,
             "shard wake-ups: {:.0}/{:.0}/{:.0} µs late (p50/p99/max of {} timer wake-ups){}",
@@ -207,6 +289,9 @@ pub fn render(s: &Summary) -> String {
                 (Some(0), true) => ", idle CPUs polling (cpu_dma_latency 0 µs held)".to_string(),
                 (Some(us), true) => format!(", cpu_dma_latency {us} µs held"),
                 (None, false) => ", no cpuidle driver (cpu_dma_latency would change nothing: not held)".to_string(),
+                (None, true) if s.run.virtual_machine == Some(true) => {
+                    ", idle CPUs left to halt (a virtual machine: polling vCPUs draw the host's steal)".to_string()
+                }
                 (None, true) => ", cpu_dma_latency not held by the loader".to_string(),
             }
         );
@@ -214,28 +299,35 @@ pub fn render(s: &Summary) -> String {
     out.push_str(&render_errors(s));
     let h = &s.health.peaks;
     let mut health = Vec::new();
+    let mut notable = false;
     if let Some(r) = h.fds_max_ratio {
+        notable |= r >= NOTABLE_SHARE;
         health.push(format!("fds {:.0}% of limit", r * 100.0));
     }
     if let Some(r) = h.ephemeral_ports_max_ratio {
+        notable |= r >= NOTABLE_SHARE;
         health.push(format!("ephemeral ports {:.1}% (host)", r * 100.0));
     }
     if let Some(tw) = h.time_wait_max {
+        notable |= tw >= NOTABLE_TIME_WAIT;
         health.push(format!("TIME_WAIT {tw} (host)"));
     }
     if let Some(ms) = h.cgroup_throttled_ms {
+        notable |= ms > 0.0;
         health.push(format!("cgroup throttled {ms:.0} ms"));
     }
     if let Some(ms) = h.steal_ms.filter(|&ms| ms > 0.0) {
-        health.push(format!(
-            "hypervisor steal {ms:.0} ms (up to {:.0} ms in a second on one core)",
-            h.steal_max_ms_per_s.unwrap_or(ms)
-        ));
+        let most = h.steal_max_ms_per_s.unwrap_or(ms);
+        notable |= most >= NOTABLE_STEAL_MS;
+        health.push(format!("hypervisor steal {ms:.0} ms (up to {most:.0} ms in a second on one core)"));
     }
-    if !health.is_empty() {
+    if !health.is_empty() && (all || notable) {
         let _ = writeln!(out, "load machine peaks: {}", health.join(", "));
     }
-    if let Some(n) = &s.health.nic {
+    let nic_notable = |n: &crate::health::nic::NicSummary| {
+        n.tx_utilization_max.is_some_and(|u| u >= NOTABLE_SHARE) || n.qdisc_drops.is_some_and(|d| d > 0)
+    };
+    if let Some(n) = s.health.nic.as_ref().filter(|n| all || nic_notable(n)) {
         let share = n
             .tx_utilization_max
             .zip(n.speed_mbps)
@@ -266,7 +358,7 @@ pub fn render(s: &Summary) -> String {
             if let Some(rq) = &p.runqueue_us {
                 parts.push(format!("shard run-queue p99 {:.0} µs max {:.0} µs", rq.p99, rq.max));
             }
-            if let Some(rq) = &p.runqueue_other_us {
+            if let Some(rq) = p.runqueue_other_us.as_ref().filter(|_| all) {
                 parts.push(format!("other threads' p99 {:.0} µs", rq.p99));
             }
             if let Some(n) = p.syn_retransmits {
@@ -277,7 +369,10 @@ pub fn render(s: &Summary) -> String {
             }
             if let Some(tw) = &p.time_wait {
                 let host = tw.host_max_live.map_or(String::new(), |h| format!(" (host {h})"));
-                parts.push(format!("TIME_WAIT entries {}, live max {}{host}", tw.entries, tw.max_live));
+                parts.push(match all {
+                    true => format!("TIME_WAIT entries {}, live max {}{host}", tw.entries, tw.max_live),
+                    false => format!("TIME_WAIT live max {}", tw.max_live),
+                });
             }
             if let Some(t) = p.tls_handshake_ms.as_ref().filter(|t| t.started > 0) {
                 parts.push(format!(
@@ -286,7 +381,11 @@ pub fn render(s: &Summary) -> String {
                 ));
             }
             if let Some(lost) = p.lost.filter(|&n| n > 0) {
-                parts.push(format!("LOST EVENTS {lost}"));
+                let share = p.loss_share.as_ref().map(|l| l.runqueue.max(l.sockets));
+                parts.push(match share.filter(|&x| x > 0.0) {
+                    Some(x) => format!("{lost} probe event(s) lost ({} of what a rule reads)", pct(x)),
+                    None => format!("{lost} probe event(s) lost"),
+                });
             }
             let _ = writeln!(out, "probes (kernel, loader's own sockets and threads): {}", parts.join(", "));
         }
@@ -301,9 +400,24 @@ pub fn render(s: &Summary) -> String {
     for note in s.analysis.trends.iter().flat_map(|t| &t.notes) {
         let _ = writeln!(out, "trend: {note}");
     }
-    out.push_str(&super::watch::render(s));
+    out.push_str(&super::watch::render(s, detail));
     out
 }
+
+/// A share (0–1) as a reader takes it: `0.004 %`, `1.2 %`.
+fn pct(x: f64) -> String {
+    let p = x * 100.0;
+    if p >= 1.0 { format!("{p:.1} %") } else { format!("{p:.2} %").replace("0.00 %", "< 0.01 %") }
+}
+
+/// A share of a limit (descriptors, ports, the NIC's line rate) from which a glance shows the
+/// load machine's peaks.
+const NOTABLE_SHARE: f64 = 0.5;
+/// Host TIME_WAIT from which a glance shows the peaks: half the verdict's limit.
+const NOTABLE_TIME_WAIT: u64 = 2500;
+/// Steal in one second on one core, ms, from which a glance shows the peaks: twice the
+/// throttling limit the verdict notes it from (a tick or two is the host's ordinary noise).
+const NOTABLE_STEAL_MS: f64 = 20.0;
 
 /// Why requests failed, as oha prints its error distribution: one line per class, its
 /// messages with their counts (nothing when nothing failed).
@@ -323,42 +437,106 @@ pub fn render_errors(s: &Summary) -> String {
     out
 }
 
-/// Render the verdict plainly: one headline, then one line per reason (invalidating first).
-pub fn render_verdict(v: &Verdict) -> String {
+/// Render the verdict plainly: one headline, then its reasons, the most important first
+/// (invalidating, then the target's, the network's and the loader's notes). At a glance, the
+/// first [`GLANCE_REASONS`] in a line each and where to read the rest (`dir`: the run's
+/// directory); all of them whole otherwise.
+pub fn render_verdict(v: &Verdict, detail: Detail, dir: Option<&Path>) -> String {
     let mut out = String::new();
-    let held: Vec<&str> = v.steps.iter().filter(|t| t.trusted).map(|t| t.phase.as_str()).collect();
-    let spoiled: Vec<&str> = v.steps.iter().filter(|t| !t.trusted).map(|t| t.phase.as_str()).collect();
-    let headline = match v.trusted {
-        Some(true) => "VERDICT: TRUSTED — no loader-side evidence against these numbers".to_string(),
-        Some(false) if !held.is_empty() => {
-            let sides: std::collections::BTreeSet<&str> =
-                v.reasons.iter().filter(|r| r.invalidates).map(|r| r.side.as_str()).collect();
-            format!(
-                "VERDICT: TRUSTED for {}; UNTRUSTED for {} — {} side evidence invalidates {}",
-                phase_list(&held),
-                phase_list(&spoiled),
-                sides.into_iter().collect::<Vec<_>>().join(" and "),
-                if spoiled.len() == 1 { "its numbers" } else { "their numbers" }
-            )
-        }
-        Some(false) => {
-            let sides: std::collections::BTreeSet<&str> =
-                v.reasons.iter().filter(|r| r.invalidates).map(|r| r.side.as_str()).collect();
-            format!(
-                "VERDICT: UNTRUSTED — {} side evidence invalidates these numbers",
-                sides.into_iter().collect::<Vec<_>>().join(" and ")
-            )
-        }
-        None => "VERDICT: not judged".to_string(),
-    };
-    let _ = writeln!(out, "{headline}");
-    let mut reasons: Vec<_> = v.reasons.iter().collect();
-    reasons.sort_by_key(|r| !r.invalidates);
+    let _ = writeln!(out, "{}", headline(v));
+    let mut reasons: Vec<&Reason> = v.reasons.iter().collect();
+    reasons.sort_by_key(|r| importance(r));
+    // At a glance a code said in several steps is one line: the first, and how many more.
+    let mut lines: Vec<(&Reason, usize)> = Vec::new();
     for r in reasons {
+        match lines.iter_mut().find(|(l, _)| detail == Detail::Glance && same_finding(l, r)) {
+            Some((_, more)) => *more += 1,
+            None => lines.push((r, 0)),
+        }
+    }
+    let shown = match detail {
+        Detail::Glance => GLANCE_REASONS.min(lines.len()),
+        Detail::All => lines.len(),
+    };
+    for (r, more) in &lines[..shown] {
         let mark = if r.invalidates { "✗" } else { "·" };
-        let _ = writeln!(out, "  {mark} [{}] {}: {}", r.side, r.code, r.detail);
+        let text = if detail == Detail::Glance { short(&r.detail) } else { r.detail.clone() };
+        let also = if *more > 0 { format!(" (+ {more} more like it)") } else { String::new() };
+        let _ = writeln!(out, "  {mark} [{}] {}: {text}{also}", r.side, r.code);
+    }
+    let rest: Vec<&Reason> = lines[shown..].iter().map(|(r, _)| *r).collect();
+    if !rest.is_empty() {
+        let invalidating = rest.iter().filter(|r| r.invalidates).count();
+        let what = match invalidating {
+            0 => format!("{} more note(s)", rest.len()),
+            n => format!("{} more reason(s), {n} of them invalidating", rest.len()),
+        };
+        let all =
+            dir.map_or("loader verdict DIR --all".to_string(), |d| format!("loader verdict {} --all", d.display()));
+        let _ = writeln!(out, "  … {what}: {all}, or report.html");
     }
     out
+}
+
+/// The verdict's first line: whether to trust the numbers, for which steps, and on whose
+/// evidence.
+pub fn headline(v: &Verdict) -> String {
+    let held: Vec<&str> = v.steps.iter().filter(|t| t.trusted).map(|t| t.phase.as_str()).collect();
+    let spoiled: Vec<&str> = v.steps.iter().filter(|t| !t.trusted).map(|t| t.phase.as_str()).collect();
+    let sides = || {
+        let sides: std::collections::BTreeSet<&str> =
+            v.reasons.iter().filter(|r| r.invalidates).map(|r| r.side.as_str()).collect();
+        sides.into_iter().collect::<Vec<_>>().join(" and ")
+    };
+    match v.trusted {
+        Some(true) => "VERDICT: TRUSTED — no loader-side evidence against these numbers".to_string(),
+        Some(false) if !held.is_empty() => format!(
+            "VERDICT: TRUSTED for {}; UNTRUSTED for {} — {} side evidence invalidates {}",
+            phase_list(&held),
+            phase_list(&spoiled),
+            sides(),
+            if spoiled.len() == 1 { "its numbers" } else { "their numbers" }
+        ),
+        Some(false) => format!("VERDICT: UNTRUSTED — {} side evidence invalidates these numbers", sides()),
+        None => "VERDICT: not judged".to_string(),
+    }
+}
+
+/// Sort key of a reason: invalidating first, then notes on the target, the network, the
+/// loader (what explains the numbers before what qualifies them).
+fn importance(r: &Reason) -> u8 {
+    match (r.invalidates, r.side.as_str()) {
+        (true, _) => 0,
+        (false, "target") => 1,
+        (false, "network") => 2,
+        _ => 3,
+    }
+}
+
+/// A sentence at a glance: whole when it fits [`SHORT_MAX`], else [`short`].
+pub fn glance(sentence: &str) -> String {
+    if sentence.chars().count() <= SHORT_MAX { sentence.to_string() } else { short(sentence) }
+}
+
+/// Whether two reasons are one finding said of different steps (same code, side and weight).
+fn same_finding(a: &Reason, b: &Reason) -> bool {
+    a.code == b.code && a.side == b.side && a.invalidates == b.invalidates
+}
+
+/// A reason's sentence up to its first clause break ([`SHORT_FROM`], [`SHORT_MAX`]), past the
+/// steps it names (`in step 1, step 2 (noted in step 6): …`, `main: …`).
+fn short(detail: &str) -> String {
+    let from = detail.find(": ").filter(|&i| i <= STEPS_PREFIX_MAX).map_or(0, |i| i + 2);
+    let cut = [": ", "; ", " — ", " ("]
+        .iter()
+        .filter_map(|sep| detail.match_indices(sep).map(|(i, _)| i).find(|&i| i >= SHORT_FROM.max(from + 10)))
+        .min();
+    let head = cut.map_or(detail, |i| &detail[..i]);
+    if head.chars().count() > SHORT_MAX {
+        format!("{}…", head.chars().take(SHORT_MAX - 1).collect::<String>())
+    } else {
+        head.to_string()
+    }
 }
 
 /// Phase names as a reader takes them in: consecutive `step N` as `steps 1–4`, the rest by
@@ -444,13 +622,13 @@ mod tests {
             reasons: vec![r("syn_retransmits", "network", false), r("loader_cpu", "loader", true)],
             ..Default::default()
         };
-        let text = render_verdict(&v);
+        let text = render_verdict(&v, Detail::All, None);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "VERDICT: UNTRUSTED — loader side evidence invalidates these numbers");
         assert!(lines[1].contains("✗ [loader] loader_cpu"));
         assert!(lines[2].contains("· [network] syn_retransmits"));
         let ok = Verdict { trusted: Some(true), reasons: vec![], ..Default::default() };
-        assert!(render_verdict(&ok).starts_with("VERDICT: TRUSTED"));
+        assert!(render_verdict(&ok, Detail::Glance, None).starts_with("VERDICT: TRUSTED"));
     }
 
     #[test]
@@ -473,9 +651,113 @@ mod tests {
             steps: vec![step(1, true), step(2, true), step(3, true), step(4, true), step(5, false), step(6, false)],
         };
         assert_eq!(
-            render_verdict(&v).lines().next().unwrap(),
+            render_verdict(&v, Detail::Glance, None).lines().next().unwrap(),
             "VERDICT: TRUSTED for steps 1–4; UNTRUSTED for steps 5–6 — loader side evidence invalidates their numbers"
         );
         assert_eq!(phase_list(&["step 1", "step 3", "step 4", "main"]), "step 1, steps 3–4, main");
+    }
+
+    #[test]
+    fn at_a_glance_the_verdict_keeps_three_reasons_a_line_each_and_says_where_the_rest_are() {
+        let r = |code: &str, side: &str, invalidates, detail: &str| Reason {
+            code: code.into(),
+            side: side.into(),
+            invalidates,
+            value: None,
+            limit: None,
+            detail: detail.into(),
+        };
+        let v = Verdict {
+            trusted: Some(false),
+            reasons: vec![
+                r(
+                    "tail_own_delay",
+                    "loader",
+                    false,
+                    "main: the loader's sends were late by up to 1.94 ms (98% of the latency max)",
+                ),
+                r(
+                    "syn_retransmits",
+                    "network",
+                    false,
+                    "42 SYNs of loader connections were retransmitted (the target's backlog or the network dropped them); each costs the connect ≥ 1 s",
+                ),
+                r(
+                    "pool_exhausted",
+                    "target",
+                    false,
+                    "main: 3946 requests left late because every connection was busy (slow answers × rate exceeded the pool); their latency counts from the due time",
+                ),
+                r(
+                    "send_lag",
+                    "loader",
+                    true,
+                    "main: send lag p99 92.2 ms above 50 ms with connections free: the loader could not keep its schedule (4006 of 60000 due requests late by its own doing)",
+                ),
+            ],
+            ..Default::default()
+        };
+        let text = render_verdict(&v, Detail::Glance, Some(Path::new("out/x")));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "VERDICT: UNTRUSTED — loader side evidence invalidates these numbers",
+                "  ✗ [loader] send_lag: main: send lag p99 92.2 ms above 50 ms with connections free",
+                "  · [target] pool_exhausted: main: 3946 requests left late because every connection was busy",
+                "  · [network] syn_retransmits: 42 SYNs of loader connections were retransmitted",
+                "  … 1 more note(s): loader verdict out/x --all, or report.html",
+            ]
+        );
+        // All of it, whole, in the same order.
+        let all = render_verdict(&v, Detail::All, None);
+        assert_eq!(all.lines().count(), 5);
+        assert!(all.lines().nth(1).unwrap().ends_with("(4006 of 60000 due requests late by its own doing)"));
+        assert!(all.lines().nth(4).unwrap().contains("[loader] tail_own_delay"));
+    }
+
+    #[test]
+    fn at_a_glance_one_finding_in_several_steps_is_one_line() {
+        let r = |code: &str, detail: &str| Reason {
+            code: code.into(),
+            side: "target".into(),
+            invalidates: false,
+            value: None,
+            limit: None,
+            detail: detail.into(),
+        };
+        let v = Verdict {
+            trusted: Some(true),
+            reasons: vec![
+                r("pool_exhausted", "step 5: 939 requests left late because every connection was busy (slow answers)"),
+                r("pool_exhausted", "step 6: 1800 requests left late because every connection was busy (slow answers)"),
+            ],
+            ..Default::default()
+        };
+        let text = render_verdict(&v, Detail::Glance, None);
+        assert_eq!(
+            text.lines().nth(1),
+            Some(
+                "  · [target] pool_exhausted: step 5: 939 requests left late because every connection was busy (+ 1 more like it)"
+            )
+        );
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert_eq!(render_verdict(&v, Detail::All, None).lines().count(), 3);
+    }
+
+    #[test]
+    fn a_short_reason_is_cut_at_a_clause_break_and_never_past_its_bound() {
+        assert_eq!(short("in step 3 (noted in step 2): steal 80"), "in step 3 (noted in step 2): steal 80");
+        // Past the steps it names, to the figure.
+        assert_eq!(
+            short(
+                "in step 1, step 2, step 3, step 4 (noted in step 6): the loader's shard threads waited 2.88 ms (p99) runnable"
+            ),
+            "in step 1, step 2, step 3, step 4 (noted in step 6): the loader's shard threads waited 2.88 ms"
+        );
+        let long = "x".repeat(400);
+        let cut = short(&long);
+        assert_eq!(cut.chars().count(), SHORT_MAX);
+        assert!(cut.ends_with('…'));
     }
 }

@@ -5,10 +5,12 @@
 
 use std::fmt::Write as _;
 
+use super::text::Detail;
 use crate::summary::{Summary, WatchSource, WatchStep, WatchSummary};
 
-/// The section, or nothing when nothing was watched.
-pub fn render(s: &Summary) -> String {
+/// The section, or nothing when nothing was watched; at a glance without the seconds around
+/// the knee one by one.
+pub fn render(s: &Summary, detail: Detail) -> String {
     let Some(w) = &s.watch else { return String::new() };
     let mut out = String::new();
     let _ =
@@ -77,7 +79,7 @@ pub fn render(s: &Summary) -> String {
     if s.phases.iter().any(|p| p.watch.values().any(|st| st.saturated.is_some())) {
         let _ = writeln!(out, "  * reached its ceiling in that step");
     }
-    for p in &s.phases {
+    for p in s.phases.iter().filter(|_| detail == Detail::All) {
         for (name, st) in &p.watch {
             if let Some(what) = &st.saturated {
                 let _ = writeln!(out, "  {}: {name} — {what}", p.name);
@@ -87,7 +89,9 @@ pub fn render(s: &Summary) -> String {
     if let Some(knee) = &w.knee {
         let _ = writeln!(out, "{knee}");
     }
-    seconds_around_the_knee(&mut out, s, w);
+    if detail == Detail::All {
+        seconds_around_the_knee(&mut out, s, w);
+    }
     out
 }
 

@@ -32,7 +32,7 @@ options! {
             flag url: Option<String> = "--url", "Target";
         }
         timeout: DurationText, "duration (0, 1h]", "`\"5s\"`" {
-            /// Client timeout per request (default 5s); timed-out requests are recorded at the deadline.
+            /// Client timeout per request (default 5s; the built-in demo 1s); timed-out requests are recorded at the deadline.
             flag timeout: Option<String> = "--timeout", "Request";
         }
         max_header: SizeText, "size 1KiB–64MiB", "`\"64KiB\"`" {

@@ -179,7 +179,7 @@ impl Profile {
 }
 
 /// Defaults that differ for the built-in demo (no URL, no scenario file).
-const DEMO_STEPS: [f64; 4] = [500.0, 1000.0, 2000.0, 4000.0];
+const DEMO_STEPS: [f64; 6] = [100.0, 200.0, 300.0, 400.0, 500.0, 600.0];
 
 /// The `[profile]` keys every kind reads.
 const EVERY_KIND: [&str; 4] = ["kind", "warmup", "warmup_rate", "repeat"];

@@ -96,6 +96,14 @@ pub struct Spec {
     pub start_at: Option<std::time::SystemTime>,
 }
 
+/// The demo's client timeout (no URL, no file, no `--timeout`): past its target's capacity
+/// the queue outgrows it within a step, so the demo's last step shows the cliff.
+const DEMO_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The demo's latency SLO on each step's p99, unless one is given: 5 × its target's 20 ms
+/// service time, which the steps below its capacity keep and the first above it does not.
+const DEMO_SLO_P99: Duration = Duration::from_millis(100);
+
 /// Default client timeout (DESIGN.md: explicit, 5 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default pool size.
@@ -196,7 +204,8 @@ impl Spec {
 
         let connections = t.connections.as_ref().map_or(Ok(DEFAULT_CONNECTIONS as u64), |g| count(g, 1, 1_000_000))?;
         let threads = t.threads.as_ref().map(|g| count(g, 1, 4096)).transpose()?;
-        let timeout = t.timeout.as_ref().map_or(Ok(DEFAULT_TIMEOUT), |g| {
+        let default_timeout = if demo { DEMO_TIMEOUT } else { DEFAULT_TIMEOUT };
+        let timeout = t.timeout.as_ref().map_or(Ok(default_timeout), |g| {
             positive_duration(g)?;
             duration_at_most(g, Duration::from_secs(3600), "1 hour")
         })?;
@@ -228,7 +237,13 @@ impl Spec {
             retry_non_idempotent: t.retry_non_idempotent.as_ref().is_some_and(|g| g.value),
             http2: http2(raw, grpc.is_some())?,
             grpc,
-            slo: SloSpec::from_raw(&raw.slo)?,
+            slo: {
+                let mut slo = SloSpec::from_raw(&raw.slo)?;
+                if demo && slo.p95.is_none() && slo.p99.is_none() {
+                    slo.p99 = Some(DEMO_SLO_P99);
+                }
+                slo
+            },
             verdict: VerdictLimits::from_raw(&raw.verdict)?,
             capacity: CapacitySpec::from_raw(raw)?,
             probes: raw.verdict.probes.as_ref().is_none_or(|g| g.value),
@@ -387,8 +402,20 @@ mod tests {
     fn no_url_is_the_stepped_demo() {
         let s = Spec::from_run_args(&RunArgs::default()).unwrap();
         assert_eq!(s.target, Target::BuiltIn);
-        assert!(matches!(s.profile, Profile::Step { ref rates, .. } if rates.len() == 4));
+        assert!(matches!(s.profile, Profile::Step { ref rates, .. } if rates.len() == 6));
         assert_eq!(s.warmup, Duration::from_secs(2));
+        // Past its target's capacity within a step: an SLO to break and a timeout to meet.
+        assert_eq!((s.slo.p99, s.timeout), (Some(DEMO_SLO_P99), DEMO_TIMEOUT));
+        // A given SLO or timeout is kept, and a URL is no demo.
+        let given = Spec::from_run_args(&args(|a| {
+            a.url = None;
+            a.rate = None;
+            a.slo_p95 = Some("50ms".into());
+            a.timeout = Some("3s".into());
+        }))
+        .unwrap();
+        assert_eq!((given.slo.p99, given.timeout), (None, Duration::from_secs(3)));
+        assert_eq!(Spec::from_run_args(&args(|_| {})).unwrap().slo.p99, None);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!
 //! - `--delay D`: every response waits `D` (service time);
 //! - `--workers N`: at most `N` requests in service at once, the rest queue FIFO, so with a
-//!   delay the capacity is exactly `N / D` per second;
+//!   delay the capacity is exactly `N / D` per second; the pool is told at `/metrics`
+//!   (Prometheus text: busy workers, the pool's size, requests waiting), answered outside it;
 //! - `--stall EVERY:FOR`: nothing is answered, on any connection, during the windows
 //!   `[k·EVERY, k·EVERY + FOR)` (k ≥ 1, from the target's start); responses due inside a window
 //!   leave when it ends.
@@ -18,7 +19,7 @@
 //! `--tls` serves HTTPS (rustls, a self-signed certificate unless `--cert`/`--key`; see
 //! `tls.rs`); the listening line then says `https://`.
 //!
-//! It does not do: HTTP/2, routing, echoing the request, error responses, or any
+//! It does not do: routing (but `/metrics` with `--workers`), echoing the request, error responses, or any
 //! measuring of its own — the numbers are the loader's. It is built to be cheap (a static body,
 //! no per-request allocation of its own, TCP_NODELAY) so that calibration measures the loader,
 //! not this endpoint.

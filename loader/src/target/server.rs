@@ -9,6 +9,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -70,7 +71,7 @@ pub(super) async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 /// means none of it: the fast path clones nothing per request.
 pub(super) struct Shaping {
     delay: Duration,
-    workers: Option<Semaphore>,
+    workers: Option<Workers>,
     stall: Option<Stall>,
     /// The target's start, origin of the stall windows.
     start: Instant,
@@ -82,7 +83,8 @@ impl Shaping {
         if cfg.delay.is_zero() && cfg.workers.is_none() && cfg.stall.is_none() {
             return None;
         }
-        Some(Arc::new(Shaping { delay: cfg.delay, workers: cfg.workers.map(Semaphore::new), stall: cfg.stall, start }))
+        let workers = cfg.workers.map(|n| Workers { count: n, free: Semaphore::new(n), waiting: AtomicUsize::new(0) });
+        Some(Arc::new(Shaping { delay: cfg.delay, workers, stall: cfg.stall, start }))
     }
 
     /// Wait until this request may be answered.
@@ -90,7 +92,10 @@ impl Shaping {
         // The permit is held across the delay and any stall: N workers, each busy for D,
         // serve exactly N/D per second; tokio's semaphore queues waiters FIFO.
         let _permit = match &self.workers {
-            Some(workers) => Some(workers.acquire().await.expect("the semaphore is never closed")),
+            Some(w) => {
+                let _queued = Waiting::new(&w.waiting);
+                Some(w.free.acquire().await.expect("the semaphore is never closed"))
+            }
             None => None,
         };
         if !self.delay.is_zero() {
@@ -103,6 +108,55 @@ impl Shaping {
                 precise::sleep_until((self.start + end).into_std()).await;
             }
         }
+    }
+}
+
+/// `--workers N`: the pool, and how many requests wait for it.
+struct Workers {
+    count: usize,
+    free: Semaphore,
+    waiting: AtomicUsize,
+}
+
+/// One request counted as waiting for a worker while this lives (also when the client goes
+/// away and its future is dropped).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Waiting(n)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Where a target with `--workers` tells its pool, in Prometheus' text format — as php-fpm's
+/// status page does — so that a run can watch it (`--watch`; the demo does). Answered at
+/// once, outside the pool and its delay: reading it takes no worker.
+pub(super) const METRICS_PATH: &str = "/metrics";
+
+impl Workers {
+    /// The page at [`METRICS_PATH`].
+    fn metrics(&self) -> String {
+        let busy = self.count - self.free.available_permits().min(self.count);
+        let waiting = self.waiting.load(Ordering::Relaxed);
+        format!(
+            "# HELP loader_target_busy_workers Requests in service now, each holding one of the --workers.\n\
+             # TYPE loader_target_busy_workers gauge\n\
+             loader_target_busy_workers {busy}\n\
+             # HELP loader_target_workers The pool's size (--workers).\n\
+             # TYPE loader_target_workers gauge\n\
+             loader_target_workers {}\n\
+             # HELP loader_target_waiting_requests Requests read and waiting for a worker now.\n\
+             # TYPE loader_target_waiting_requests gauge\n\
+             loader_target_waiting_requests {waiting}\n",
+            self.count
+        )
     }
 }
 
@@ -277,8 +331,14 @@ async fn answer(
     shaping: Option<Arc<Shaping>>,
     grpc: Option<Arc<GrpcReply>>,
 ) -> Result<Response<Either<Full<Bytes>, GrpcBody>>, Infallible> {
+    let metrics = req.uri().path() == METRICS_PATH && grpc.is_none();
     discard(req.into_body()).await;
     if let Some(shaping) = shaping {
+        if let Some(w) = shaping.workers.as_ref().filter(|_| metrics) {
+            let mut res = Response::new(Either::Left(Full::new(Bytes::from(w.metrics()))));
+            res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+            return Ok(res);
+        }
         shaping.hold().await;
     }
     if let Some(grpc) = grpc {
