@@ -92,6 +92,8 @@ pub struct Privileges {
     /// Directories this process created while root (each the topmost one created).
     created: Vec<PathBuf>,
     dropped: bool,
+    /// Whether the drop is said on stdout (not when stdout is for scripts: `--quiet`, `--json`).
+    announce: bool,
 }
 
 impl Privileges {
@@ -102,7 +104,12 @@ impl Privileges {
         let var = |name: &str| std::env::var(name).ok();
         let to =
             sudo_ids(euid, var("SUDO_UID").as_deref(), var("SUDO_GID").as_deref()).map_err(PrivilegeError::SudoIds)?;
-        Ok(Privileges { to, out: out.to_path_buf(), created: Vec::new(), dropped: false })
+        Ok(Privileges { to, out: out.to_path_buf(), created: Vec::new(), dropped: false, announce: true })
+    }
+
+    /// Whether [`drop_now`](Self::drop_now) says so on stdout (by default it does).
+    pub fn announcing(self, announce: bool) -> Privileges {
+        Privileges { announce, ..self }
     }
 
     /// The user root will be dropped to, if any.
@@ -147,7 +154,9 @@ impl Privileges {
         unistd::setresuid(uid, uid, uid).map_err(call(format!("setresuid({uid})")))?;
         self.dropped = true;
         verify(ids).map_err(PrivilegeError::NotHeld)?;
-        println!("loader: dropped privileges to uid {} gid {} {when}", ids.uid, ids.gid);
+        if self.announce {
+            println!("loader: dropped privileges to uid {} gid {} {when}", ids.uid, ids.gid);
+        }
         // access(2) checks the real ids, now the user's: fail before the load, not after it.
         unistd::access(&self.out, AccessFlags::W_OK | AccessFlags::X_OK).map_err(|source| PrivilegeError::NotWritable {
             path: self.out.clone(),

@@ -1,6 +1,11 @@
 //! `loader run`: spec → (built-in target) → plan → probes → measure → verdict and analysis →
 //! outputs (summary.json, report.html), once per `--repeat`, then the capacity plan over the
 //! runs' knees.
+//!
+//! What stdout carries is the [`StdoutMode`]: the full terminal report, or for scripts only
+//! the verdict's headline (`--quiet`) or the summary document (`--json`). Every line of the
+//! full report is printed with `say!`, which holds it back in the other two. Warnings and
+//! errors go to stderr and the files are written in every mode.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,13 +24,24 @@ use crate::privilege::Privileges;
 use crate::probes::Probes;
 use crate::report::metrics::Endpoint;
 use crate::report::text;
-use crate::scenario::{Plan, Spec, Target};
+use crate::scenario::{Plan, Spec, StdoutMode, Target};
 use crate::summary::{CapacitySummary, Reason, Summary, Verdict};
 use crate::target;
+
+/// `println!` when stdout carries the full report ([`StdoutMode::full`]); nothing with
+/// `--quiet` or `--json`.
+macro_rules! say {
+    ($stdout:expr, $($line:tt)*) => {
+        if $stdout.full() {
+            println!($($line)*);
+        }
+    };
+}
 
 /// `loader run`: every repeat of the plan, then the capacity plan over their knees.
 pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let mut spec = Spec::from_run_args(args)?;
+    let stdout = spec.stdout;
     let cpu_dma_latency = match args.cpu_dma_latency.as_deref().map(idle::parse).transpose() {
         Ok(asked) => asked,
         Err(e) => return Err(crate::error::InputError::new("--cpu-dma-latency", e).into()),
@@ -37,7 +53,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Bound before anything starts: a bad or busy address is an error, not a run.
     let endpoint = args.metrics.as_deref().map(Endpoint::bind).transpose()?;
     if let Some(e) = &endpoint {
-        println!("loader: metrics at http://{}/metrics", e.addr());
+        say!(stdout, "loader: metrics at http://{}/metrics", e.addr());
     }
     measure::raise_nofile_limit();
 
@@ -71,7 +87,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     }
     let out_dir = plan.out.clone().unwrap_or_else(default_out_dir);
     // Under sudo, root is dropped after the last probe load; what it created goes to the user.
-    let mut privileges = Privileges::from_env(&out_dir)?;
+    let mut privileges = Privileges::from_env(&out_dir)?.announcing(stdout.full());
     privileges.create_dir_all(&out_dir)?;
     crate::report::check_writable(&out_dir).map_err(|e| {
         crate::error::InputError::new("--out", format!("{}: cannot write there ({e})", out_dir.display()))
@@ -85,11 +101,13 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let by_default = honoured && idle::held_by_default(shard_rate, virtual_machine);
     let cpu_latency = hold_cpu_latency(cpu_dma_latency, by_default);
     match (&cpu_latency, honoured) {
-        (Some(held), true) if virtual_machine => println!(
+        (Some(held), true) if virtual_machine => say!(
+            stdout,
             "loader: holding /dev/cpu_dma_latency at {} µs for the run on a virtual machine: its idle vCPUs poll, and a host short of CPU takes it back as steal (see the verdict's host_steal)",
             held.us
         ),
-        (Some(held), true) => println!(
+        (Some(held), true) => say!(
+            stdout,
             "loader: holding /dev/cpu_dma_latency at {} µs for the run: idle CPUs poll rather than halt (--cpu-dma-latency off leaves them)",
             held.us
         ),
@@ -101,7 +119,8 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     }
 
     if builtin.is_some() {
-        println!(
+        say!(
+            stdout,
             "loader: no --url given: the built-in demo — a target of {DEMO_WORKERS} workers × {DEMO_DELAY} (450 req/s at most) at {url}, stepped past it, its pool watched"
         );
     }
@@ -110,7 +129,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         Some(addr) => {
             let token = measure::control::token_from_env("--control")?;
             let c = measure::control::Control::bind(addr, token, Arc::clone(&interrupted))?;
-            println!("loader: control at http://{}/stop (loader stop {})", c.addr(), c.addr());
+            say!(stdout, "loader: control at http://{}/stop (loader stop {})", c.addr(), c.addr());
             Some(c)
         }
         None => None,
@@ -130,7 +149,7 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         let dir = if repeat > 1 { out_dir.join(format!("run-{k}")) } else { out_dir.clone() };
         privileges.create_dir_all(&dir)?;
         if repeat > 1 {
-            println!("\nloader: run {k} of {repeat}");
+            say!(stdout, "\nloader: run {k} of {repeat}");
         }
         let outputs = Outputs {
             dir: &dir,
@@ -152,6 +171,11 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             &mut probes,
             certified.certified.as_ref(),
         )?;
+        // JSON Lines over the repeats, each as its run ends (a single run's comes at the end:
+        // with --peak its summary.json is the combined one).
+        if stdout == StdoutMode::Json && repeat > 1 {
+            print_json(&summary)?;
+        }
         let stop = summary.interrupted;
         runs.push((dir, summary, analysis));
         if stop {
@@ -196,7 +220,9 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             cap.usable_per_node = Some(p.usable_per_node);
             cap.nodes = Some(p.nodes);
         }
-        print!("\n{}", text::render_capacity(&cap));
+        if stdout.full() {
+            print!("\n{}", text::render_capacity(&cap));
+        }
         combined.capacity = Some(cap);
         combined.verdict = combined_verdict(&runs.iter().map(|(_, s, _)| &s.verdict).collect::<Vec<_>>());
         // The combined conclusion is the max sustainable rate: it stands when some run's knee
@@ -207,21 +233,25 @@ pub(super) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         combined.interrupted = runs.iter().any(|(_, s, _)| s.interrupted);
         let path = out_dir.join("summary.json");
         crate::report::write_json_or_stderr(&path, &combined)?;
-        println!("summary: {}", path.display());
+        say!(stdout, "summary: {}", path.display());
         let (last_dir, ..) = runs.last().expect("at least one run");
         let page = crate::report::html::write(&out_dir, last_dir, &combined)?;
-        println!("report: {}", page.display());
+        say!(stdout, "report: {}", page.display());
+    }
+    if stdout == StdoutMode::Json && repeat == 1 {
+        print_json(&combined)?;
     }
     if let Some(path) = &args.junit {
         std::fs::write(path, crate::report::junit::render(&combined))
             .map_err(|e| crate::error::OutputError::new(path, e))?;
-        println!("junit: {}", path.display());
+        say!(stdout, "junit: {}", path.display());
     }
     if let Some(e) = endpoint {
-        linger_for_scrapers(&e, linger, &interrupted);
+        linger_for_scrapers(&e, linger, &interrupted, stdout);
     }
     if demo {
-        println!(
+        say!(
+            stdout,
             "next: your own service — loader run --url http://HOST:PORT/PATH --profile step --steps 100,200,400,800 --slo-p99 200ms; this machine's ceiling — loader calibrate"
         );
     }
@@ -259,12 +289,21 @@ const METRICS_LINGER: Duration = Duration::from_secs(5);
 const REFLECTION_TIMEOUT_MIN: Duration = Duration::from_secs(5);
 const REFLECTION_TIMEOUT_MAX: Duration = Duration::from_secs(60);
 
+/// `--json`: `summary` on stdout as one line of compact JSON, the document its summary.json
+/// holds.
+fn print_json(summary: &Summary) -> anyhow::Result<()> {
+    let line = serde_json::to_string(summary).context("cannot print the summary as JSON")?;
+    println!("{line}");
+    Ok(())
+}
+
 /// Keep serving the final metrics for `linger`, or until a signal arrives meanwhile.
-fn linger_for_scrapers(endpoint: &Endpoint, linger: Duration, interrupted: &AtomicBool) {
+fn linger_for_scrapers(endpoint: &Endpoint, linger: Duration, interrupted: &AtomicBool, stdout: StdoutMode) {
     if linger.is_zero() {
         return;
     }
-    println!(
+    say!(
+        stdout,
         "loader: the final metrics stay at http://{}/metrics for {}",
         endpoint.addr(),
         humantime::format_duration(linger)
@@ -314,12 +353,14 @@ fn run_once(
 ) -> anyhow::Result<(Summary, analysis::Analysis)> {
     let Outputs { dir, json_lines, metrics, control } = outputs;
     let Host { preflight, cpu_latency_us, cpuidle_driver, virtual_machine } = host;
+    let stdout = plan.stdout;
     // Before the probes attach, so these sleeping threads are not counted as the run's.
     let noise = (!preflight.is_zero()).then(|| {
         let slo_ms =
             [plan.slo.p95, plan.slo.p99].into_iter().flatten().map(|d| d.as_secs_f64() * 1000.0).reduce(f64::min);
         let p = crate::health::preflight::measure(preflight, plan.threads, slo_ms);
-        println!(
+        say!(
+            stdout,
             "loader: pre-flight: {} ms sleeps woke {:.0}/{:.0}/{:.0} µs late (p50/p99/max) on {} thread(s)",
             crate::health::preflight::SLEEP.as_millis(),
             p.late_p50_us,
@@ -365,7 +406,8 @@ fn run_once(
         Ok(p) => (Some(&mut **p), None),
         Err(why) => (None, Some(why.clone())),
     };
-    println!(
+    say!(
+        stdout,
         "loader: {} profile, {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",
         plan.profile_kind().as_str(),
         plan.phases.len(),
@@ -388,17 +430,24 @@ fn run_once(
         .map(|d| d.as_micros() as f64 / 1e6);
     summary.machine = Some(crate::health::machine::Fingerprint::of_this_machine());
     let analysis = measure::conclude(&mut summary, plan)?;
-    print!("\n{}", text::render_run(&summary, Some(&analysis), text::Detail::Glance, Some(dir)));
+    match stdout {
+        StdoutMode::Full => {
+            print!("\n{}", text::render_run(&summary, Some(&analysis), text::Detail::Glance, Some(dir)))
+        }
+        StdoutMode::Headline => println!("{}", text::headline(&summary.verdict)),
+        // Printed by `run`, once the document is the one summary.json keeps.
+        StdoutMode::Json => {}
+    }
     let path = dir.join("summary.json");
     let written = crate::report::write_json_or_stderr(&path, &summary);
     if written.is_ok() {
-        println!("summary: {}", path.display());
+        say!(stdout, "summary: {}", path.display());
         // The run ended and said so: its checkpoint has served.
         let _ = std::fs::remove_file(dir.join(measure::checkpoint::FILE));
         let _ = std::fs::remove_file(dir.join(measure::checkpoint::SERIES_FILE));
     }
     match crate::report::html::write(dir, dir, &summary) {
-        Ok(page) => println!("report: {}", page.display()),
+        Ok(page) => say!(stdout, "report: {}", page.display()),
         Err(e) => eprintln!("loader: warning: {}", crate::error::one_line(&e)),
     }
     // Every output tried: a summary that could not land is the command's error (exit 1).

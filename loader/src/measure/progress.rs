@@ -1,5 +1,6 @@
 //! The live progress display: on a terminal an indicatif bar over the whole run (phase, time
-//! left, the second's live signals), plain lines otherwise (`--plain`, pipes, CI logs).
+//! left, the second's live signals), plain lines otherwise (`--plain`, pipes, CI logs), none
+//! when stdout is for scripts (`--quiet`, `--json`: events then go to stderr).
 
 use std::io::{IsTerminal as _, Write as _};
 use std::time::Duration;
@@ -18,9 +19,11 @@ const REFRESH_HZ: u8 = 4;
 /// live signal; the verdict decides afterwards).
 const BEHIND_SHARE: f64 = 0.95;
 
-/// The live progress display: a bar on a terminal, plain lines otherwise.
+/// The live progress display: a bar on a terminal, plain lines otherwise, or nothing.
 pub(super) struct Progress<'a> {
     bar: Option<ProgressBar>,
+    /// Whether stdout carries the progress at all (not with `--quiet` or `--json`).
+    shown: bool,
     plan: &'a Plan,
     /// The phases' send schedules: what each second offered.
     windows: Vec<Window>,
@@ -28,7 +31,8 @@ pub(super) struct Progress<'a> {
 
 impl<'a> Progress<'a> {
     pub fn new(plan: &'a Plan) -> Self {
-        let tty = !plan.plain && std::io::stdout().is_terminal();
+        let shown = plan.stdout.full();
+        let tty = shown && !plan.plain && std::io::stdout().is_terminal();
         let bar = tty.then(|| {
             let bar = ProgressBar::with_draw_target(
                 Some(plan.duration().as_secs().max(1)),
@@ -42,10 +46,13 @@ impl<'a> Progress<'a> {
             bar.enable_steady_tick(Duration::from_millis(1000 / u64::from(REFRESH_HZ)));
             bar
         });
-        Progress { bar, plan, windows: plan.phases.iter().map(|p| p.window()).collect() }
+        Progress { bar, shown, plan, windows: plan.phases.iter().map(|p| p.window()).collect() }
     }
 
     pub fn line(&self, at: Duration, second: &LiveTotals, cpu: f64) {
+        if !self.shown {
+            return;
+        }
         let phase_text = self
             .plan
             .phase_at(at)
@@ -88,10 +95,12 @@ impl<'a> Progress<'a> {
         }
     }
 
-    /// A line that stays on screen (an event, not progress).
+    /// A line that stays on screen (an event, not progress); on stderr when stdout is for
+    /// scripts.
     pub fn note(&self, text: &str) {
         match &self.bar {
             Some(bar) => bar.println(text),
+            None if !self.shown => eprintln!("loader: {text}"),
             None => {
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(out, "{text}");

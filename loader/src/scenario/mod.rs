@@ -38,6 +38,6 @@ pub use options::RunArgs;
 pub use plan::{Phase, PhaseKind, Plan, PlannedRequest, TargetAddr};
 pub use profile::{MAX_STEPS, Profile, ProfileKind};
 pub use request::RequestSpec;
-pub use spec::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, Spec, Target, parse_duration};
+pub use spec::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, Spec, StdoutMode, Target, parse_duration};
 pub use target::{TlsPlan, TlsSpec};
 pub use watch::{WatchKind, WatchOptions, WatchSpec, cpu_list, parse_cpu_list};

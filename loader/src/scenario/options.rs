@@ -340,11 +340,21 @@ options! {
         flag insecure: bool = "--insecure", "Protocol";
         /// https: trust the CA certificates in this PEM file instead of the Mozilla roots.
         flag cacert: Option<PathBuf> = "--cacert", "Protocol";
+        /// Print nothing on stdout but the verdict's headline (`VERDICT: …`), one line per run
+        /// of --repeat: no progress, no start-up lines, no table. Warnings and errors still go
+        /// to stderr; summary.json, report.html and the other files are written and the exit
+        /// code is the same as without it.
+        flag quiet: bool = "--quiet", "Output", [conflicts_with = "json"];
+        /// Print the run's summary.json document on stdout, compact on one line, and nothing
+        /// else there (as --quiet otherwise); with --repeat one line per run (JSON Lines). Not
+        /// --json-lines, which streams per-second records to a file during the run.
+        flag json: bool = "--json", "Output";
         /// Also write the step judgement as JUnit XML to FILE (one test case per judged step,
         /// one for the verdict), for CI systems.
         flag junit: Option<PathBuf> = "--junit", "Output", [value_name = "FILE"];
         /// Stream one JSON object per second to FILE while the run goes (offered, sent, ok,
         /// errors, in flight, connections, busiest shard's CPU); the lines add up to the totals.
+        /// Not --json, which prints the final summary on stdout.
         flag json_lines: Option<PathBuf> = "--json-lines", "Output", [value_name = "FILE"];
         /// Serve live metrics at http://ADDR/metrics while the run goes (Prometheus text, or
         /// OpenMetrics when the scraper asks for it): counts, errors by class, latency and

@@ -31,6 +31,26 @@ pub enum Target {
     BuiltIn,
 }
 
+/// What `loader run` prints on standard output (`--quiet`, `--json`); warnings and errors go
+/// to stderr and the files are written whichever it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StdoutMode {
+    /// The progress, the start-up lines, the verdict, the table and where the outputs went.
+    #[default]
+    Full,
+    /// The verdict's headline only, one line per run (`--quiet`).
+    Headline,
+    /// The run's `summary.json` document only, one compact line per run (`--json`).
+    Json,
+}
+
+impl StdoutMode {
+    /// Whether stdout carries the full terminal report (neither `--quiet` nor `--json`).
+    pub fn full(self) -> bool {
+        self == StdoutMode::Full
+    }
+}
+
 /// A validated run request.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -86,6 +106,8 @@ pub struct Spec {
     pub out: Option<PathBuf>,
     /// Line-per-second progress instead of a status line.
     pub plain: bool,
+    /// What stdout carries (flags only).
+    pub stdout: StdoutMode,
     /// How an https target's certificate is checked (flags only).
     pub tls: TlsSpec,
     /// Rows that fill the requests' `{{column}}` placeholders (`--data`, `[data]`).
@@ -170,6 +192,11 @@ impl Spec {
         raw.overlay_flags(args);
         let mut spec = Spec::from_raw(&raw)?;
         spec.emergency_stop = !args.no_emergency_stop;
+        spec.stdout = match (args.quiet, args.json) {
+            (_, true) => StdoutMode::Json,
+            (true, false) => StdoutMode::Headline,
+            (false, false) => StdoutMode::Full,
+        };
         if args.insecure && args.cacert.is_some() {
             return Err(InputError::new("--cacert", "cannot be combined with --insecure (which verifies nothing)"));
         }
@@ -251,6 +278,7 @@ impl Spec {
             watch: super::watch::from_raw(raw)?,
             out: raw.output.dir.as_ref().map(|g| g.value.clone()),
             plain: raw.output.plain.as_ref().is_some_and(|g| g.value),
+            stdout: StdoutMode::Full,
             tls: TlsSpec::default(),
             data: super::data::from_raw(raw)?,
             share: raw.flags.shard.as_ref().map_or(Ok(Default::default()), super::values::share)?,
@@ -569,6 +597,17 @@ mod tests {
         assert!(err(args(|a| a.user_agent = Some(" ".into()))).starts_with("--user-agent: must not be empty"));
         let got = file_err("[target]\nuser_agent = \"\"\n[profile]\nrate = 1\n");
         assert!(got.starts_with("s.toml:2:14: target.user_agent: must not be empty"), "{got}");
+    }
+
+    #[test]
+    fn quiet_and_json_choose_what_stdout_holds_and_refuse_each_other() {
+        let stdout = |f: fn(&mut RunArgs)| Spec::from_run_args(&args(f)).unwrap().stdout;
+        assert_eq!(stdout(|_| {}), StdoutMode::Full);
+        assert_eq!(stdout(|a| a.quiet = true), StdoutMode::Headline);
+        assert_eq!(stdout(|a| a.json = true), StdoutMode::Json);
+        use clap::Parser as _;
+        let both = crate::cli::Cli::try_parse_from(["loader", "run", "--quiet", "--json"]).unwrap_err();
+        assert_eq!(both.kind(), clap::error::ErrorKind::ArgumentConflict, "{both}");
     }
 
     #[test]
