@@ -11,8 +11,73 @@ use super::Analysis;
 use super::knee::Knee;
 use super::little::LittleFinding;
 use super::step::fmt_ms;
-use crate::report::text::Detail;
 use crate::summary::{PhaseSummary, SecondSummary};
+
+/// How much the terminal report says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// What to act on or to doubt, in one screen: what `loader run` prints.
+    Glance,
+    /// Every reason whole and every line (`loader verdict DIR --all`).
+    All,
+}
+
+/// A reason's sentence at a glance: up to its first clause break at or past this many
+/// characters (the figure and what it is; the why and the remedy stay in the full text) …
+const SHORT_FROM: usize = 30;
+/// … and at most this many characters.
+pub(crate) const SHORT_MAX: usize = 150;
+/// A reason's opening `…: ` this short names where it was found (steps, a phase), not what.
+const STEPS_PREFIX_MAX: usize = 60;
+
+/// A sentence at a glance: whole when it fits [`SHORT_MAX`], else [`short`].
+pub fn glance(sentence: &str) -> String {
+    if sentence.chars().count() <= SHORT_MAX { sentence.to_string() } else { short(sentence) }
+}
+
+/// A reason's sentence up to its first clause break ([`SHORT_FROM`], [`SHORT_MAX`]), past the
+/// steps it names (`in step 1, step 2 (noted in step 6): …`, `main: …`).
+pub fn short(detail: &str) -> String {
+    let from = detail.find(": ").filter(|&i| i <= STEPS_PREFIX_MAX).map_or(0, |i| i + 2);
+    let cut = [": ", "; ", " — ", " ("]
+        .iter()
+        .filter_map(|sep| detail.match_indices(sep).map(|(i, _)| i).find(|&i| i >= SHORT_FROM.max(from + 10)))
+        .min();
+    let head = cut.map_or(detail, |i| &detail[..i]);
+    if head.chars().count() > SHORT_MAX {
+        format!("{}…", head.chars().take(SHORT_MAX - 1).collect::<String>())
+    } else {
+        head.to_string()
+    }
+}
+
+/// Phase names as a reader takes them in: consecutive `step N` as `steps 1–4`, the rest by
+/// name (`main`, `step 5`).
+pub fn phase_list(names: &[&str]) -> String {
+    let number = |n: &str| n.strip_prefix("step ").and_then(|k| k.parse::<u64>().ok());
+    let mut parts: Vec<String> = Vec::new();
+    let mut run: Option<(u64, u64)> = None;
+    let flush = |run: &mut Option<(u64, u64)>, parts: &mut Vec<String>| {
+        if let Some((a, b)) = run.take() {
+            parts.push(if a == b { format!("step {a}") } else { format!("steps {a}–{b}") });
+        }
+    };
+    for name in names {
+        match (number(name), run) {
+            (Some(k), Some((a, b))) if k == b + 1 => run = Some((a, k)),
+            (Some(k), _) => {
+                flush(&mut run, &mut parts);
+                run = Some((k, k));
+            }
+            (None, _) => {
+                flush(&mut run, &mut parts);
+                parts.push(name.to_string());
+            }
+        }
+    }
+    flush(&mut run, &mut parts);
+    parts.join(", ")
+}
 
 fn knee_line(out: &mut String, label: &str, knee: &Option<Knee>, none: &str, detail: Detail) {
     let _ = match knee {
@@ -25,7 +90,7 @@ fn knee_line(out: &mut String, label: &str, knee: &Option<Knee>, none: &str, det
 /// beside it says the rest).
 fn at(sentence: &str, detail: Detail) -> String {
     match detail {
-        Detail::Glance => crate::report::text::glance(sentence),
+        Detail::Glance => glance(sentence),
         Detail::All => sentence.to_string(),
     }
 }

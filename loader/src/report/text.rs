@@ -11,28 +11,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::analysis::Analysis;
+pub use crate::analysis::render::Detail;
+pub use crate::analysis::render::phase_list;
+use crate::analysis::render::short;
 use crate::analysis::step::fmt_ms;
 use crate::summary::{CapacitySummary, PhaseSummary, Reason, Summary, Verdict};
 
-/// How much the terminal report says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Detail {
-    /// What to act on or to doubt, in one screen: what `loader run` prints.
-    Glance,
-    /// Every reason whole and every line (`loader verdict DIR --all`).
-    All,
-}
-
 /// Reasons the verdict shows at a glance; the rest are counted, with where to read them.
 const GLANCE_REASONS: usize = 3;
-
-/// A reason's sentence at a glance: up to its first clause break at or past this many
-/// characters (the figure and what it is; the why and the remedy stay in the full text) …
-const SHORT_FROM: usize = 30;
-/// … and at most this many characters.
-const SHORT_MAX: usize = 150;
-/// A reason's opening `…: ` this short names where it was found (steps, a phase), not what.
-const STEPS_PREFIX_MAX: usize = 60;
 
 /// The whole terminal report of a run: the verdict, then the step table of a stepped run
 /// (with its knees and cliff) or the phase table, then the lines under them. `dir` is where
@@ -513,58 +499,9 @@ fn importance(r: &Reason) -> u8 {
     }
 }
 
-/// A sentence at a glance: whole when it fits [`SHORT_MAX`], else [`short`].
-pub fn glance(sentence: &str) -> String {
-    if sentence.chars().count() <= SHORT_MAX { sentence.to_string() } else { short(sentence) }
-}
-
 /// Whether two reasons are one finding said of different steps (same code, side and weight).
 fn same_finding(a: &Reason, b: &Reason) -> bool {
     a.code == b.code && a.side == b.side && a.invalidates == b.invalidates
-}
-
-/// A reason's sentence up to its first clause break ([`SHORT_FROM`], [`SHORT_MAX`]), past the
-/// steps it names (`in step 1, step 2 (noted in step 6): …`, `main: …`).
-fn short(detail: &str) -> String {
-    let from = detail.find(": ").filter(|&i| i <= STEPS_PREFIX_MAX).map_or(0, |i| i + 2);
-    let cut = [": ", "; ", " — ", " ("]
-        .iter()
-        .filter_map(|sep| detail.match_indices(sep).map(|(i, _)| i).find(|&i| i >= SHORT_FROM.max(from + 10)))
-        .min();
-    let head = cut.map_or(detail, |i| &detail[..i]);
-    if head.chars().count() > SHORT_MAX {
-        format!("{}…", head.chars().take(SHORT_MAX - 1).collect::<String>())
-    } else {
-        head.to_string()
-    }
-}
-
-/// Phase names as a reader takes them in: consecutive `step N` as `steps 1–4`, the rest by
-/// name (`main`, `step 5`).
-pub fn phase_list(names: &[&str]) -> String {
-    let number = |n: &str| n.strip_prefix("step ").and_then(|k| k.parse::<u64>().ok());
-    let mut parts: Vec<String> = Vec::new();
-    let mut run: Option<(u64, u64)> = None;
-    let flush = |run: &mut Option<(u64, u64)>, parts: &mut Vec<String>| {
-        if let Some((a, b)) = run.take() {
-            parts.push(if a == b { format!("step {a}") } else { format!("steps {a}–{b}") });
-        }
-    };
-    for name in names {
-        match (number(name), run) {
-            (Some(k), Some((a, b))) if k == b + 1 => run = Some((a, k)),
-            (Some(k), _) => {
-                flush(&mut run, &mut parts);
-                run = Some((k, k));
-            }
-            (None, _) => {
-                flush(&mut run, &mut parts);
-                parts.push(name.to_string());
-            }
-        }
-    }
-    flush(&mut run, &mut parts);
-    parts.join(", ")
 }
 
 /// Render repeats and the capacity plan.
@@ -605,6 +542,7 @@ pub fn render_capacity(c: &CapacitySummary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::render::SHORT_MAX;
     use crate::summary::Reason;
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::text::Detail;
+use crate::analysis::render::Detail;
 use crate::summary::{Summary, WatchSource, WatchStep, WatchSummary};
 
 /// The section, or nothing when nothing was watched; at a glance without the seconds around
