@@ -12,9 +12,13 @@ use clap::{Args, Parser, Subcommand};
 /// `scenario/options.rs`.
 pub use crate::scenario::RunArgs;
 
+/// What `loader --version` prints after the name: the package's version and the commit it was
+/// built from (`build.rs` sets `LOADER_GIT_COMMIT`; `unknown` when built outside a git checkout).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LOADER_GIT_COMMIT"), ")");
+
 /// loader — open-loop HTTP load generator that proves whether its own numbers can be trusted.
 #[derive(Debug, Parser)]
-#[command(name = "loader", version, about, long_about = None)]
+#[command(name = "loader", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
