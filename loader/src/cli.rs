@@ -82,6 +82,30 @@ pub enum Command {
     /// Join the outputs of the machines that shared one run (`loader run --shard i/N` on
     /// each) into one summary, interval log and report (see docs/distributed.md).
     Merge(MergeArgs),
+    /// Print loader's completion script for a shell (bash, zsh or fish) on stdout; `cargo
+    /// xtask install` puts them where each shell looks.
+    #[command(hide = true)]
+    Completions(CompletionsArgs),
+    /// Write loader's man pages (loader.1 and one per command, loader-run.1 …) into a
+    /// directory, printing each page's path; `cargo xtask install` puts them under man1/.
+    #[command(hide = true)]
+    Man(ManArgs),
+}
+
+/// Flags of `loader completions`.
+#[derive(Debug, Args, Clone)]
+pub struct CompletionsArgs {
+    /// bash, zsh or fish (checked by the command, so a wrong name is one line of error).
+    #[arg(value_name = "SHELL")]
+    pub shell: String,
+}
+
+/// Flags of `loader man`.
+#[derive(Debug, Args, Clone)]
+pub struct ManArgs {
+    /// The directory to write the pages into (made if missing).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// Flags of `loader plan`.
