@@ -82,6 +82,22 @@ impl Cmd {
         Ok(())
     }
 
+    /// Like [`Cmd::run`], but returns the child's stdout instead of showing it (stderr is
+    /// still shown).
+    pub fn capture(mut self) -> Result<Vec<u8>> {
+        println!("$ {}", self.shown);
+        let output = self
+            .command
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("cannot start `{}`", self.shown))?;
+        if !output.status.success() {
+            bail!("`{}` failed ({})", self.shown, describe(output.status));
+        }
+        Ok(output.stdout)
+    }
+
     /// Runs silently (a read-only probe) and returns trimmed stdout if it exits 0.
     pub fn probe(mut self) -> Option<String> {
         let output = self.command.stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
