@@ -14,6 +14,9 @@
 //! `cargo build -Z build-std=core` with the toolchain this build runs on (aya-build's default
 //! would ask rustup for nightly) and `RUSTC_BOOTSTRAP=1` set in this build script's own
 //! environment only, so the nested cargo inherits it and the rest of the workspace does not.
+//!
+//! It also sets `LOADER_GIT_COMMIT`, the short hash of the commit checked out (`unknown`
+//! without git or outside a checkout), which `loader --version` prints.
 
 use std::{
     env,
@@ -41,6 +44,9 @@ fn main() -> anyhow::Result<()> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR")?);
     let ebpf_dir = manifest_dir.join("..").join(EBPF_PACKAGE);
     let object = out_dir.join(OBJECT_NAME);
+
+    let commit = git_commit(&manifest_dir).unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=LOADER_GIT_COMMIT={commit}");
 
     // Rebuild on any change to the kernel programs or the shared types. (aya-build prints
     // the same for the real build; the stub path needs it too, so it happens here as well.)
@@ -95,6 +101,36 @@ fn main() -> anyhow::Result<()> {
         bail!("the eBPF build produced an empty {}", object.display());
     }
     Ok(())
+}
+
+/// The short hash of HEAD, with the files that change when HEAD moves watched: HEAD itself
+/// and the branch it names. Paths come from `git rev-parse --git-path`, which knows where a
+/// worktree keeps them (its `.git` is a file; its HEAD is its own, its branches the main
+/// repository's). A branch that lives only in `packed-refs` gets a loose file at its next
+/// commit, so then its folder is watched instead (any branch's commit reruns this).
+fn git_commit(manifest_dir: &Path) -> Option<String> {
+    let git = |args: &[&str]| {
+        let out = Command::new("git").arg("-C").arg(manifest_dir).args(args).output().ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        (out.status.success() && !text.trim().is_empty()).then(|| text.trim().to_owned())
+    };
+    let commit = git(&["rev-parse", "--short", "HEAD"])?;
+    let head_ref = git(&["rev-parse", "--symbolic-full-name", "HEAD"]).filter(|r| r.starts_with("refs/"));
+    let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    watched.extend(head_ref);
+    for name in watched {
+        let Some(path) = git(&["rev-parse", "--git-path", &name]) else { continue };
+        // Relative paths are relative to the -C directory, as cargo reads them (the package root).
+        let path = manifest_dir.join(path);
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        } else if name.starts_with("refs/")
+            && let Some(folder) = path.parent().filter(|f| f.is_dir())
+        {
+            println!("cargo:rerun-if-changed={}", folder.display());
+        }
+    }
+    Some(commit)
 }
 
 /// Run aya-build for the real object. Only this function changes the environment, and only

@@ -12,9 +12,13 @@ use clap::{Args, Parser, Subcommand};
 /// `scenario/options.rs`.
 pub use crate::scenario::RunArgs;
 
+/// What `loader --version` prints after the name: the package's version and the commit it was
+/// built from (`build.rs` sets `LOADER_GIT_COMMIT`; `unknown` when built outside a git checkout).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LOADER_GIT_COMMIT"), ")");
+
 /// loader — open-loop HTTP load generator that proves whether its own numbers can be trusted.
 #[derive(Debug, Parser)]
-#[command(name = "loader", version, about, long_about = None)]
+#[command(name = "loader", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -78,6 +82,30 @@ pub enum Command {
     /// Join the outputs of the machines that shared one run (`loader run --shard i/N` on
     /// each) into one summary, interval log and report (see docs/distributed.md).
     Merge(MergeArgs),
+    /// Print loader's completion script for a shell (bash, zsh or fish) on stdout; `cargo
+    /// xtask install` puts them where each shell looks.
+    #[command(hide = true)]
+    Completions(CompletionsArgs),
+    /// Write loader's man pages (loader.1 and one per command, loader-run.1 …) into a
+    /// directory, printing each page's path; `cargo xtask install` puts them under man1/.
+    #[command(hide = true)]
+    Man(ManArgs),
+}
+
+/// Flags of `loader completions`.
+#[derive(Debug, Args, Clone)]
+pub struct CompletionsArgs {
+    /// bash, zsh or fish (checked by the command, so a wrong name is one line of error).
+    #[arg(value_name = "SHELL")]
+    pub shell: String,
+}
+
+/// Flags of `loader man`.
+#[derive(Debug, Args, Clone)]
+pub struct ManArgs {
+    /// The directory to write the pages into (made if missing).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// Flags of `loader plan`.

@@ -23,7 +23,7 @@ pub fn loader_bin() -> &'static str {
             return bin;
         }
         let profile_dir = profile_dir();
-        let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        let mut build = plain_cargo();
         build.args(["build", "--quiet", "-p", "loader", "--bin", "loader"]);
         match profile_dir.file_name().and_then(|n| n.to_str()) {
             Some("debug") => {}
@@ -35,27 +35,8 @@ pub fn loader_bin() -> &'static str {
             }
             None => panic!("no profile directory above the test binary"),
         }
-        let target_dir = profile_dir.parent().expect("a target directory above the profile's");
-        // What Cargo sets for a running test is not the environment of a plain `cargo build`:
-        // build scripts that watch one of these (ring's watches CARGO_MANIFEST_DIR) would run
-        // again and rebuild the loader, minutes each time a suite follows a plain build.
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy();
-            if key.starts_with("CARGO_PKG_")
-                || [
-                    "CARGO_MANIFEST_DIR",
-                    "CARGO_MANIFEST_PATH",
-                    "CARGO_CRATE_NAME",
-                    "CARGO_PRIMARY_PACKAGE",
-                    "CARGO_TARGET_TMPDIR",
-                ]
-                .contains(&key.as_ref())
-            {
-                build.env_remove(key.as_ref());
-            }
-        }
         let status = build
-            .env("CARGO_TARGET_DIR", target_dir)
+            .env("CARGO_TARGET_DIR", target_dir())
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("cargo runs");
@@ -64,6 +45,36 @@ pub fn loader_bin() -> &'static str {
         assert!(bin.is_file(), "{} is missing after the build", bin.display());
         bin.to_str().expect("a UTF-8 target path").to_owned()
     })
+}
+
+/// The cargo that runs the suite, with the environment of a plain `cargo build`: what Cargo
+/// sets for a running test is not, and build scripts that watch one of these (ring's watches
+/// CARGO_MANIFEST_DIR) would run again and rebuild the loader, minutes each time a suite
+/// follows a plain build (xtask's nested builds strip the same ones).
+pub fn plain_cargo() -> Command {
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .contains(&key.as_ref())
+        {
+            cargo.env_remove(key.as_ref());
+        }
+    }
+    cargo
+}
+
+/// The target directory the suite was built into (`<target>`, above `<profile>`).
+pub fn target_dir() -> PathBuf {
+    profile_dir().parent().expect("a target directory above the profile's").to_path_buf()
 }
 
 /// Scratch space for the suites' output: `<target>/tmp` (what `CARGO_TARGET_TMPDIR` is for

@@ -82,6 +82,22 @@ impl Cmd {
         Ok(())
     }
 
+    /// Like [`Cmd::run`], but returns the child's stdout instead of showing it (stderr is
+    /// still shown).
+    pub fn capture(mut self) -> Result<Vec<u8>> {
+        println!("$ {}", self.shown);
+        let output = self
+            .command
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("cannot start `{}`", self.shown))?;
+        if !output.status.success() {
+            bail!("`{}` failed ({})", self.shown, describe(output.status));
+        }
+        Ok(output.stdout)
+    }
+
     /// Runs silently (a read-only probe) and returns trimmed stdout if it exits 0.
     pub fn probe(mut self) -> Option<String> {
         let output = self.command.stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
@@ -143,9 +159,31 @@ fn is_executable(path: &Path) -> bool {
 
 /// The cargo that runs us (`$CARGO`, set by `cargo run`), so nested builds use the same
 /// toolchain; plain `cargo` otherwise.
+///
+/// Without the variables `cargo run` sets for xtask's own package: build scripts that watch
+/// one of them (ring's watches `CARGO_MANIFEST_DIR` and `CARGO_PKG_*`) would otherwise run
+/// again, and ring, rustls and the loader be rebuilt, each time a nested build follows a plain
+/// `cargo build` or a test suite's (tests/harness/common.rs strips the same ones).
 pub fn cargo() -> Cmd {
-    Cmd::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut cargo = Cmd::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_") || RUN_ONLY_VARS.contains(&key.as_ref()) {
+            cargo.command.env_remove(key.as_ref());
+        }
+    }
+    cargo
 }
+
+/// What `cargo run` sets for the package it runs besides `CARGO_PKG_*`.
+const RUN_ONLY_VARS: [&str; 6] = [
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+];
 
 /// The workspace root: xtask lives in `<root>/xtask`.
 pub fn workspace_root() -> PathBuf {

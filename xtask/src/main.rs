@@ -1,7 +1,10 @@
 //! `cargo xtask`: the project's chores, so a fresh Linux machine needs two commands.
 //!
 //! - `setup [--bench]`  install what is missing (see [`setup`]); safe to repeat.
-//! - `demo [ARGS…]`     setup, build the release loader, run its built-in demo into out/demo.
+//! - `demo [ARGS…]`     setup, build the release loader, install it when root, run its
+//!   built-in demo into out/demo.
+//! - `install [--prefix DIR]`  build the release loader, install it with its completions and
+//!   man pages under DIR (default /usr/local, as root; see [`install`]).
 //! - `test [ARGS…]`     setup, then the whole test suite (privileged tests too when root).
 //! - `ci`               what CI runs: the same as `test`.
 //! - `dist-demo [N]`   N shard processes the Indexed Job's way, then `loader merge`.
@@ -16,10 +19,11 @@ mod apt_lock;
 mod cmd;
 mod dist;
 mod fuzz;
+mod install;
 mod setup;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
@@ -35,7 +39,12 @@ commands:
                     iproute2, nftables, binutils, python3, g++, php8.2-fpm, postgresql-15,
                     postgres_exporter and the rest the suites need (--bench: also oha, and says
                     whether wrk2, vegeta and k6 are there); one ok:/installing: line each
-  demo [ARGS...]    setup, build the release loader, run `loader run --out out/demo ARGS`
+  demo [ARGS...]    setup, build the release loader, install it as `install` does when root,
+                    run `loader run --out out/demo ARGS`
+  install [--prefix DIR]
+                    build the release loader and install it under DIR (default /usr/local,
+                    which needs root): DIR/bin/loader, its bash, zsh and fish completions,
+                    its man pages (DIR/share/man/man1/loader.1, loader-run.1 …)
   test [ARGS...]    setup, then `cargo test --workspace --release ARGS` (LOADER_EBPF=require
                     when root), then every fuzz target: its corpus once, then 60 s of fuzzing
   ci                the same as `test`
@@ -65,6 +74,7 @@ fn main() -> ExitCode {
     let result = match command.as_deref() {
         Some("setup") => setup_command(&rest),
         Some("demo") => demo(&rest),
+        Some("install") => install_command(&rest),
         Some("test" | "ci") => test(&rest),
         Some("bench") => bench(&rest),
         Some("dist-demo") => dist_demo(&rest),
@@ -114,9 +124,29 @@ fn dist_demo(args: &[OsString]) -> Result<ExitCode> {
 /// `loader run`'s exit code when a step failed its criteria (docs/usage.md).
 const GATES_FAILED: i32 = 4;
 
+fn install_command(args: &[OsString]) -> Result<ExitCode> {
+    let prefix = install::prefix_from(args)?;
+    install::install(&build_release_loader()?, &prefix)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn demo(args: &[OsString]) -> Result<ExitCode> {
     setup::run(Extras::None)?;
     let loader = build_release_loader()?;
+    if cmd::is_root() {
+        // So that after this first command `sudo loader run …` works from any directory.
+        match install::install(&loader, Path::new(install::DEFAULT_PREFIX)) {
+            Ok(()) => println!(
+                "loader is installed under {}: `loader …` from any directory, `man loader`, completions in bash, zsh and fish",
+                install::DEFAULT_PREFIX
+            ),
+            Err(err) => println!("install: FAILED ({err:#}); the demo runs from {} anyway", loader.display()),
+        }
+    } else {
+        println!(
+            "note: not root, so loader is not installed on the PATH: `cargo xtask install` as root does it (or `cargo xtask install --prefix ~/.local` into a prefix of yours)"
+        );
+    }
     let mut run = Cmd::new(&loader).args(["run", "--out", "out/demo"]);
     if !cmd::is_root() {
         println!("note: not root, so the eBPF probes cannot load: running with --no-probes");

@@ -9,7 +9,10 @@
 //! - `loader stop ADDR…`: the kill switch ([`crate::measure::control`]).
 //! - `loader calibrate`: the [`crate::calibrate`] module.
 //! - `loader target`: the [`crate::target`] module.
+//! - `loader completions SHELL`, `loader man --out DIR` (`install_files.rs`, hidden): the
+//!   completion scripts and man pages `cargo xtask install` puts beside the binary.
 
+mod install_files;
 mod merge;
 mod report;
 mod run;
@@ -39,6 +42,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Merge(args) => merge::merge(&args),
         Command::Stop(args) => stop(&args),
         Command::Plan(args) => plan(&args),
+        Command::Completions(args) => install_files::completions(&args),
+        Command::Man(args) => install_files::man(&args),
     }
 }
 
