@@ -131,7 +131,7 @@ fn drops_to_the_sudo_user_after_loading_probes() {
     let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver").unwrap_or_default();
     let driver = Some(driver.trim()).filter(|d| !d.is_empty()).unwrap_or("none");
     assert_eq!(s["run"]["cpuidle_driver"], driver, "{}", s["run"]);
-    let guest = common::virtual_machine();
+    let guest = loader::health::idle::virtual_machine();
     assert_eq!(s["run"]["virtual_machine"], guest, "{}", s["run"]);
     if driver == "none" || guest {
         assert!(s["run"]["cpu_dma_latency_us"].is_null(), "no cpuidle driver or a VM: nothing held\n{}", s["run"]);

@@ -429,17 +429,6 @@ impl Drop for Hogs {
     }
 }
 
-/// Whether this machine is a virtual one, as the loader tells (`run.virtual_machine`): the
-/// `hypervisor` CPU flag, or a hypervisor the kernel names.
-pub fn virtual_machine() -> bool {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flagged = cpuinfo
-        .lines()
-        .filter(|l| l.starts_with("flags"))
-        .any(|l| l.split_once(':').is_some_and(|(_, f)| f.split_whitespace().any(|f| f == "hypervisor")));
-    flagged || std::fs::read_to_string("/sys/hypervisor/type").is_ok_and(|t| !t.trim().is_empty())
-}
-
 /// The hypervisor's steal on all CPUs so far, ms (`/proc/stat`, the 8th figure of each
 /// `cpuN` line, in USER_HZ = 100 ticks).
 pub fn steal_so_far_ms() -> u64 {
