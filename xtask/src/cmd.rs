@@ -82,6 +82,30 @@ impl Cmd {
         Ok(())
     }
 
+    /// Like [`Cmd::status`], but each line the child writes to stdout is also handed to
+    /// `line` after it is shown (stderr is inherited).
+    pub fn status_lines(mut self, mut line: impl FnMut(&str)) -> Result<ExitStatus> {
+        use std::io::{BufRead, BufReader, Write};
+        println!("$ {}", self.shown);
+        let mut child = self
+            .command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start `{}`", self.shown))?;
+        let out = child.stdout.take().context("the child's stdout")?;
+        let mut shown = std::io::stdout().lock();
+        for read in BufReader::new(out).split(b'\n') {
+            let Ok(bytes) = read else { break };
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = writeln!(shown, "{text}");
+            let _ = shown.flush();
+            line(&text);
+        }
+        drop(shown);
+        child.wait().with_context(|| format!("waiting for `{}`", self.shown))
+    }
+
     /// Like [`Cmd::run`], but returns the child's stdout instead of showing it (stderr is
     /// still shown).
     pub fn capture(mut self) -> Result<Vec<u8>> {

@@ -17,6 +17,7 @@
 
 mod apt_lock;
 mod cmd;
+mod digest;
 mod dist;
 mod fuzz;
 mod install;
@@ -179,11 +180,12 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
     // thousands of requests per second and calibrate it; an unoptimised engine would saturate
     // itself and turn clean runs untrusted.
     // Every test binary runs even after one fails, so one CI run shows every failure.
+    let mut digest = digest::Digest::default();
     let status = cargo_test
         .args(["test", "--workspace", "--release", "--no-fail-fast"])
         .args(args)
         .current_dir(&cmd::workspace_root())
-        .status()?;
+        .status_lines(|line| digest.line(line))?;
     // The fuzz targets run even after a failed suite, for the same reason. Without a C++
     // compiler (only possible when not root: setup installs g++ as root) they are skipped.
     let fuzzed = if cmd::which("c++").is_none() && !root {
@@ -193,6 +195,7 @@ fn test(args: &[OsString]) -> Result<ExitCode> {
         fuzz::run_all(None, TEST_FUZZ_SECONDS)
     };
     let mode = if root { "as root, LOADER_EBPF=require" } else { "not root, privileged tests skipped" };
+    digest.print();
     let fuzz_failure = match &fuzzed {
         Ok(true) => None,
         Ok(false) => Some("a fuzz target failed (see `fuzz: FAILED` above)".to_owned()),
