@@ -21,12 +21,12 @@ Stdlib only (Python 3.11). `pool_server.py WORKERS SERVICE_MS [EXPORTER_LIFETIME
 - with POOL_BURN_MS, every request also burns that many ms of CPU in its slot (CPU time of
   its thread, so a core shared with others stretches it: a CPU-bound endpoint);
 - with POOL_SCRAPE_TAKES_SLOT=1, the exporter is served like php-fpm's status page: each
-  scrape takes a worker slot (waiting for one when all are busy) and `pool_busy_workers` is
-  the slots taken at that instant, its own included.
+  scrape takes a worker slot (waiting its turn behind the queued requests when all are
+  busy) and `pool_busy_workers` is the slots taken at that instant, its own included.
 """
 
+import collections
 import os
-
 import socket
 import sys
 import threading
@@ -42,7 +42,36 @@ SCRAPE_TAKES_SLOT = os.environ.get("POOL_SCRAPE_TAKES_SLOT") == "1"
 leaked = []
 first_request = None
 
-slots = threading.Semaphore(WORKERS)
+class Slots:
+    """WORKERS slots taken first come, first served, as a server's accept queue serves its
+    workers (php-fpm's listen backlog): a freed slot goes to the longest waiter. A plain
+    Semaphore lets a newcomer take a slot ahead of those waiting — a scrape would then find
+    a worker within milliseconds in a pool with sixty requests queued."""
+
+    def __init__(self, n):
+        self.free = n
+        self.lock = threading.Lock()
+        self.waiting = collections.deque()
+
+    def __enter__(self):
+        with self.lock:
+            if self.free > 0 and not self.waiting:
+                self.free -= 1
+                return self
+            turn = threading.Event()
+            self.waiting.append(turn)
+        turn.wait()
+        return self
+
+    def __exit__(self, *_):
+        with self.lock:
+            if self.waiting:
+                self.waiting.popleft().set()  # the slot passes to it directly
+            else:
+                self.free += 1
+
+
+slots = Slots(WORKERS)
 lock = threading.Lock()
 busy = 0
 served = 0

@@ -288,8 +288,23 @@ fn a_cold_target_leaves_the_warm_up_unsettled_and_a_warm_one_does_not() {
     let target = Target::start(&[]);
     let url = target.url();
     let args = ["--url", &url, "--rate", "1000", "--warmup", "4s", "--duration", "4s"];
-    let s = run(&args, "watch-warm", 40);
-    assert_eq!(s["analysis"]["warmup"]["settled"], true, "{}", s["analysis"]["warmup"]);
+    // A spell of the VM's host stealing the CPUs lifts a warm target's p99 for seconds and
+    // looks, as it ends, just like a warm-up (2.18, 2.18, 1.73, 0.93, 0.74, 0.15 ms with 180
+    // ms stolen): such a run is made once more after a quiet second.
+    for attempt in 1..=2 {
+        let s = run(&args, "watch-warm", 40);
+        let stolen = s["health"]["peaks"]["steal_ms"].as_f64().unwrap_or(0.0);
+        if attempt == 1 && s["analysis"]["warmup"]["settled"] != true && stolen >= 50.0 {
+            let quiet = common::wait_for_a_quiet_host();
+            eprintln!(
+                "{stolen} ms stolen: once more ({quiet} ms in the last second waited): {}",
+                s["analysis"]["warmup"]
+            );
+            continue;
+        }
+        assert_eq!(s["analysis"]["warmup"]["settled"], true, "{} ({stolen} ms stolen)", s["analysis"]["warmup"]);
+        break;
+    }
 }
 
 /// A constant 40 s run against a server that keeps 8 KiB of every request (about 1.6 MiB a
