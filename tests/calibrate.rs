@@ -334,8 +334,19 @@ fn calibrate_writes_a_certificate_that_run_finds_by_fingerprint() {
             &[("LOADER_CERTIFICATE_DIR", &dir)],
             Duration::from_secs(240),
         );
-        assert_eq!(output.status.code(), Some(0), "{}", show(&output));
         written = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        // CI once failed the first step, at 1,000 req/s, on sends > 10 ms late with a
+        // connection free at 8 % of a core: the host's wake-ups, not the loader's work. Such
+        // a calibration certifies no figure and exits 1; it too is made once more.
+        if attempt == 1 && output.status.code() == Some(1) && show(&output).contains("the first step already failed") {
+            let quiet = common::wait_for_a_quiet_host();
+            eprintln!(
+                "the first step failed: once more ({quiet} ms of steal in the last second waited)\n{}",
+                show(&output)
+            );
+            continue;
+        }
+        assert_eq!(output.status.code(), Some(0), "{}", show(&output));
         assert_eq!(written.len(), 1, "{written:?}");
         let c = read_json(&written[0]);
         let stolen =
