@@ -51,7 +51,7 @@ pub struct AnalysisSummary {
     pub trends: Option<TrendSummary>,
 }
 
-/// The warm-up's last seconds against the seconds before them: still warming, or warm.
+/// The first measured seconds against the warm-up's last: still warming, or warm.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct WarmupSummary {
     /// Every signal had settled by the warm-up's end.
