@@ -546,12 +546,11 @@ fn starvation_from_step_3_spoils_only_steps_3_and_4() {
         (o, line, alive)
     };
     let steps_of = |o: &Outcome| o.summary()["verdict"]["steps"].as_array().cloned().unwrap_or_default();
-    // Steps 1–2 set aside for the host's steal are the VM's, not the starvation's (CI: a spell
-    // of 120 ms/s per core over the whole run): run once more after a quiet second.
+    // Steps 1–2 set aside before the loops started are the VM's, not the starvation's (CI: a
+    // spell of 120 ms/s of steal per core over the whole run; another time, the host's
+    // wake-ups 10 ms late at 8 % of a core): run once more after a quiet second.
     let stolen_before_3 = |o: &Outcome| {
-        steps_of(o).iter().filter(|t| t["phase"] == "step 1" || t["phase"] == "step 2").any(|t| {
-            t["trusted"] == false && t["reasons"].as_array().is_some_and(|r| r.iter().any(|c| c == "host_steal"))
-        })
+        steps_of(o).iter().filter(|t| t["phase"] == "step 1" || t["phase"] == "step 2").any(|t| t["trusted"] == false)
     };
     let (mut o, mut line, mut alive) = attempt();
     if o.skip_without_ebpf() {
@@ -560,7 +559,7 @@ fn starvation_from_step_3_spoils_only_steps_3_and_4() {
     if stolen_before_3(&o) {
         let quiet = common::wait_for_a_quiet_host();
         println!(
-            "MATRIX {scenario}: steps 1–2 set aside for the host's steal: run 2 of 2 (after a second with {quiet} ms)"
+            "MATRIX {scenario}: steps 1–2 set aside before the loops started: run 2 of 2 (after a second with {quiet} ms of steal)"
         );
         (o, line, alive) = attempt();
     }
