@@ -382,3 +382,52 @@ fn the_scenario_key_tables_match_the_options() {
          {first_difference:?}); write them with LOADER_WRITE_DOCS=1 cargo test -p loader-tests --test house key_tables"
     );
 }
+
+/// The codes a rule of `loader/src/verdict` gives its reasons: the first string of each
+/// `reason("code", …)` call, and each `code: "code"` field.
+fn reason_codes() -> BTreeSet<String> {
+    let mut files = Vec::new();
+    rust_files(&src().join("verdict"), &mut files);
+    let mut codes = BTreeSet::new();
+    for f in files {
+        let text = fs::read_to_string(&f).expect("read a source file");
+        let text = code(&text).join("\n");
+        for marker in ["reason(", "code:"] {
+            for (at, _) in text.match_indices(marker) {
+                let Some(rest) = text[at + marker.len()..].trim_start().strip_prefix('"') else { continue };
+                let Some(end) = rest.find('"') else { continue };
+                let word = &rest[..end];
+                if !word.is_empty() && word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                    codes.insert(word.to_string());
+                }
+            }
+        }
+    }
+    codes
+}
+
+/// Every reason code the verdict can give has its row in docs/verdict.md's table, with the
+/// anchor report.html and `loader verdict --all` point to (`#reason-CODE`), and every row is
+/// a code the verdict gives.
+#[test]
+fn every_reason_code_has_its_entry_in_the_verdict_page() {
+    let codes = reason_codes();
+    assert!(codes.len() >= 30 && codes.contains("time_wait") && codes.contains("host_steal"), "{codes:?}");
+    let page = fs::read_to_string(root().join("docs/verdict.md")).expect("read docs/verdict.md");
+    let rows: BTreeSet<String> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| <a id=\"reason-"))
+        .filter_map(|l| {
+            let (anchor, rest) = l.split_once("\"></a>`")?;
+            let code = rest.split('`').next()?;
+            (anchor == code).then(|| code.to_string())
+        })
+        .collect();
+    let missing: Vec<&String> = codes.difference(&rows).collect();
+    let stale: Vec<&String> = rows.difference(&codes).collect();
+    assert!(
+        missing.is_empty(),
+        "reason codes without a row (| <a id=\"reason-CODE\"></a>`CODE` | …) in docs/verdict.md: {missing:?}"
+    );
+    assert!(stale.is_empty(), "rows of docs/verdict.md no rule gives: {stale:?}");
+}

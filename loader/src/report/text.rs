@@ -16,6 +16,7 @@ pub use crate::analysis::render::phase_list;
 use crate::analysis::render::short;
 use crate::analysis::step::fmt_ms;
 use crate::summary::{CapacitySummary, PhaseSummary, Reason, Summary, Verdict};
+use crate::verdict::entries;
 
 /// Reasons the verdict shows at a glance; the rest are counted, with where to read them.
 const GLANCE_REASONS: usize = 3;
@@ -449,6 +450,12 @@ pub fn render_verdict(v: &Verdict, detail: Detail, dir: Option<&Path>) -> String
         let text = if detail == Detail::Glance { short(&r.detail) } else { r.detail.clone() };
         let also = if *more > 0 { format!(" (+ {more} more like it)") } else { String::new() };
         let _ = writeln!(out, "  {mark} [{}] {}: {text}{also}", r.side, r.code);
+        // All of it: what to do, from the reason's entry in docs/verdict.md.
+        if detail == Detail::All
+            && let Some(e) = entries::entry(&r.code)
+        {
+            let _ = writeln!(out, "      what to do: {} ({})", entries::plain(e.action), e.link());
+        }
     }
     let rest: Vec<&Reason> = lines[shown..].iter().map(|(r, _)| *r).collect();
     if !rest.is_empty() {
@@ -564,7 +571,14 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "VERDICT: UNTRUSTED — loader side evidence invalidates these numbers");
         assert!(lines[1].contains("✗ [loader] loader_cpu"));
-        assert!(lines[2].contains("· [network] syn_retransmits"));
+        // All of it: each reason's "what to do" from its entry in docs/verdict.md.
+        assert!(
+            lines[2].starts_with("      what to do: more --threads")
+                && lines[2].ends_with("(docs/verdict.md#reason-loader_cpu)"),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[3].contains("· [network] syn_retransmits"));
         let ok = Verdict { trusted: Some(true), reasons: vec![], ..Default::default() };
         assert!(render_verdict(&ok, Detail::Glance, None).starts_with("VERDICT: TRUSTED"));
     }
@@ -649,9 +663,11 @@ mod tests {
         );
         // All of it, whole, in the same order.
         let all = render_verdict(&v, Detail::All, None);
-        assert_eq!(all.lines().count(), 5);
-        assert!(all.lines().nth(1).unwrap().ends_with("(4006 of 60000 due requests late by its own doing)"));
-        assert!(all.lines().nth(4).unwrap().contains("[loader] tail_own_delay"));
+        let reasons: Vec<&str> = all.lines().filter(|l| !l.starts_with("      what to do: ")).collect();
+        assert_eq!(reasons.len(), 5);
+        assert!(reasons[1].ends_with("(4006 of 60000 due requests late by its own doing)"));
+        assert!(reasons[4].contains("[loader] tail_own_delay"));
+        assert_eq!(all.lines().count(), 9, "each reason and what to do about it: {all}");
     }
 
     #[test]
@@ -680,7 +696,7 @@ mod tests {
             )
         );
         assert_eq!(text.lines().count(), 2, "{text}");
-        assert_eq!(render_verdict(&v, Detail::All, None).lines().count(), 3);
+        assert_eq!(render_verdict(&v, Detail::All, None).lines().count(), 5, "two reasons, each with what to do");
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //! It is pure: `loader verdict DIR` re-judges a saved summary with other [`Limits`].
 
 mod delay;
+pub mod entries;
 mod evidence;
 pub mod floor;
 mod machine;

@@ -52,6 +52,7 @@ h1{font-size:18px;margin:4px 0}h2{font-size:16px;margin:18px 0 6px}h3{font-size:
 .sides{display:flex;gap:10px}.side{flex:1;min-width:0}.side ul{margin:0;padding-left:16px}.side li{margin:1px 0;font-size:12px;overflow-wrap:anywhere}\
 .quiet{color:#5a6270;margin:0;font-size:12px}.tag{font-size:10px;border-radius:3px;padding:0 3px;background:#ddd}\
 .invalidates .tag{background:#c62828;color:#fff}\
+.entry{margin:2px 0 6px;font-size:12px;color:#3a4250}.entry summary{cursor:pointer;color:#5a6270}.entry dl{margin:4px 0 0 12px;display:grid;grid-template-columns:max-content 1fr;gap:2px 10px}.entry dt{font-weight:600}.entry dd{margin:0}\
 svg.chart{width:100%;height:auto;display:block}.plot{fill:#fbfbfd;stroke:#c9ced8}\
 .grid{stroke:#e3e6ec;stroke-width:1}.tick,.axis,.band-label,.mark-label{font-size:11px;fill:#4a5160}\
 .band-hold{fill:#e2ecfb}.band-ramp{fill:#f3f0e4}.band-warmup{fill:#ededed}.band-hold,.band-ramp,.band-warmup{stroke:#fff;stroke-width:1}\
@@ -175,6 +176,28 @@ pub(crate) mod tests {
             assert!(!page.contains(fetch), "{fetch}");
         }
         assert!(page.contains("not measured"), "a run without probes says so");
+    }
+
+    #[test]
+    fn each_reason_folds_its_entry_from_the_verdict_page() {
+        let mut s = summary();
+        s.verdict.reasons.push(Reason {
+            code: "time_wait".into(),
+            side: "loader".into(),
+            invalidates: true,
+            value: Some(9702.0),
+            limit: Some(5000.0),
+            detail: "the loader's own sockets held up to 9702 TIME_WAIT entries".into(),
+        });
+        let page = render(&s, &spectra());
+        let at = page.find("<code>time_wait</code>").expect("the reason");
+        let entry = &page[at..page[at..].find("</li>").map(|e| at + e).unwrap()];
+        assert!(
+            entry.contains(r#"<details class="entry"><summary>what it means — docs/verdict.md#reason-time_wait"#),
+            "{entry}"
+        );
+        assert!(entry.contains("<dt>what to do</dt><dd>keep-alive, <code>tcp_tw_reuse</code>"), "{entry}");
+        assert!(!entry.contains("**") && !entry.contains('`'), "Markdown left in: {entry}");
     }
 
     #[test]

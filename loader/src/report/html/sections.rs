@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::escape::{esc, num, opt};
 use crate::summary::{Reason, Summary};
-use crate::verdict::{self, floor::Floor};
+use crate::verdict::{self, entries, floor::Floor};
 
 /// The verdict box: the page's first thing, so it must stay short enough to be seen whole
 /// without scrolling.
@@ -89,12 +89,35 @@ fn reason(r: &Reason) -> String {
         _ => String::new(),
     };
     let (class, tag) = if r.invalidates { ("invalidates", "invalidates") } else { ("annotates", "note") };
+    // The reason's entry in docs/verdict.md, folded under it: when it invalidates, its
+    // limit, its evidence, what to do.
+    let entry = entries::entry(&r.code).map_or(String::new(), |e| {
+        format!(
+            r#"<details class="entry"><summary>what it means — {}</summary><dl><dt>invalidates</dt><dd>{}</dd><dt>default limit</dt><dd>{}</dd><dt>evidence</dt><dd>{}</dd><dt>what to do</dt><dd>{}</dd></dl></details>"#,
+            esc(&e.link()),
+            markdown(e.invalidates),
+            markdown(e.limit),
+            markdown(e.evidence),
+            markdown(e.action)
+        )
+    });
     format!(
-        r#"<li class="{class}"><span class="tag">{tag}</span> <code>{}</code>{} — {}</li>"#,
+        r#"<li class="{class}"><span class="tag">{tag}</span> <code>{}</code>{} — {}{entry}</li>"#,
         esc(&r.code),
         esc(&figures),
         esc(&r.detail)
     )
+}
+
+/// A table cell's Markdown as HTML: `code` kept as code, bold marks and links' targets
+/// dropped, the rest escaped.
+fn markdown(cell: &str) -> String {
+    entries::unlinked(cell)
+        .replace("**", "")
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| if i % 2 == 1 { format!("<code>{}</code>", esc(part)) } else { esc(part) })
+        .collect()
 }
 
 /// The step table: one row per phase; the knee's and the cliff's rows marked.
