@@ -5,6 +5,7 @@
 use loader_tests::common;
 
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{Target, loader_run, out_dir, show};
@@ -141,9 +142,29 @@ fn issue_49_quiet_and_json_together_are_a_usage_error() {
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{}", show(&output));
-    let first = stderr.lines().next().unwrap_or_default();
-    assert!(first.starts_with("error: ") && first.contains("--quiet") && first.contains("--json"), "{stderr}");
-    assert_eq!(stderr.lines().filter(|l| l.starts_with("error")).count(), 1, "one error line: {stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "loader: error: the argument '--quiet' cannot be used with '--json' (see `loader run --help`)",
+        "one line"
+    );
     assert!(output.stdout.is_empty(), "{}", show(&output));
     assert!(summary.is_none());
+    // Every usage error is one line, with clap's suggestion when it has one; help is whole.
+    let loader = |args: &[&str]| {
+        Command::new(common::loader_bin()).args(args).stdin(Stdio::null()).output().expect("start loader")
+    };
+    let typo = loader(&["run", "--rat", "5"]);
+    assert_eq!(typo.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&typo.stderr).trim_end(),
+        "loader: error: unexpected argument '--rat' found; a similar argument exists: '--rate' (see `loader run --help`)"
+    );
+    let missing = loader(&["verdict"]);
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr).trim_end(),
+        "loader: error: the following required arguments were not provided: <DIR> (see `loader verdict --help`)"
+    );
+    let help = loader(&["run", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).lines().count() > 50, "the whole help");
 }
