@@ -1,9 +1,10 @@
-//! Outputs of a run: the terminal tables ([`text`]), the HDR interval log ([`hdr`]), the
+//! Outputs of a run: the terminal tables ([`text`], with [`gates`]' pass/fail line), the HDR interval log ([`hdr`]), the
 //! per-phase percentile distributions ([`hgrm`]), the step judgement as JUnit XML ([`junit`]),
 //! the self-contained HTML page ([`html`]), the JSON files ([`write_json`]) and the live
 //! metrics endpoint ([`metrics`]). They read merged or copied data; none measures or judges.
 //! The `summary.json` types themselves are the [`crate::summary`] module.
 
+pub mod gates;
 pub mod hdr;
 pub mod hgrm;
 pub mod html;

@@ -40,6 +40,9 @@ pub fn render_run(s: &Summary, analysis: Option<&Analysis>, detail: Detail, dir:
         }
         (None, _) => {
             out.push_str(&phase_table(s));
+            if let Some(gates) = super::gates::line(s, detail) {
+                let _ = writeln!(out, "{gates}");
+            }
             out.push_str(&render_footer(s, detail));
         }
     }

@@ -583,7 +583,8 @@ fn late_sends(s: &Summary, limits: &Limits, share: f64, reasons: &mut Vec<Reason
         pct,
         Some(limits.late_sends_pct),
         format!(
-            "{late} requests ({pct:.3} % of sends; in {}) left more than 10 ms late while a connection was free: {why}",
+            "{late} {} ({pct:.3} % of sends; in {}) left more than 10 ms late while a connection was free: {why}",
+            if late == 1 { "request" } else { "requests" },
             phases.join(", ")
         ),
     ));
