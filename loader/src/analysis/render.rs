@@ -42,13 +42,31 @@ pub fn short(detail: &str) -> String {
     let cut = [": ", "; ", " — ", " ("]
         .iter()
         .filter_map(|sep| detail.match_indices(sep).map(|(i, _)| i).find(|&i| i >= SHORT_FROM.max(from + 10)))
-        .min();
+        .min()
+        .map(|i| before_open_parenthesis(detail, i));
     let head = cut.map_or(detail, |i| &detail[..i]);
     if head.chars().count() > SHORT_MAX {
         format!("{}…", head.chars().take(SHORT_MAX - 1).collect::<String>())
     } else {
         head.to_string()
     }
+}
+
+/// `i`, or — when `i` falls inside parentheses — where the outermost open one began: a break
+/// inside them is not a clause's end ("answers sat 15.48 ms (p99; max …)" cut at its "; "
+/// left "(p99" open).
+fn before_open_parenthesis(detail: &str, i: usize) -> usize {
+    let mut open: Vec<usize> = Vec::new();
+    for (at, c) in detail[..i].char_indices() {
+        match c {
+            '(' => open.push(at),
+            ')' => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    open.first().map_or(i, |&at| detail[..at].trim_end().len())
 }
 
 /// Phase names as a reader takes them in: consecutive `step N` as `steps 1–4`, the rest by

@@ -705,6 +705,11 @@ mod tests {
     #[test]
     fn a_short_reason_is_cut_at_a_clause_break_and_never_past_its_bound() {
         assert_eq!(short("in step 3 (noted in step 2): steal 80"), "in step 3 (noted in step 2): steal 80");
+        // Never inside parentheses (a starved run's read lag, by hand).
+        assert_eq!(
+            short("main: answers sat 15.48 ms (p99; max 192.9 ms, over 16000 answers) in the loader's sockets"),
+            "main: answers sat 15.48 ms"
+        );
         // Past the steps it names, to the figure.
         assert_eq!(
             short(
