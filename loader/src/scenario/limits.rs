@@ -101,8 +101,8 @@ impl Default for VerdictLimits {
 pub struct CapacitySpec {
     /// Run the plan this many times (≥ 1); max sustainable = the minimum of the knees.
     pub repeat: u32,
-    /// Usable share of the max sustainable rate per node, in `(0, 1]` (default 0.7;
-    /// DESIGN.md suggests 0.6–0.8).
+    /// Usable share of the max sustainable rate per node, in `[0.6, 0.8]` (default 0.7; the
+    /// range DESIGN.md gives, and the only one accepted).
     pub margin: f64,
     /// Peak demand to plan for, req/s (nodes = ceil(peak / usable) + 1); `None`: no plan.
     pub peak: Option<f64>,

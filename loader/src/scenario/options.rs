@@ -245,7 +245,7 @@ options! {
     [capacity] RawCapacity CapacityTable {
         /// Usable share of the max sustainable rate per node (DESIGN: 0.6–0.8).
         margin: f64, "number in [0.6, 0.8]", "0.7" {
-            /// Capacity plan: usable share of the max sustainable rate per node, in (0, 1] (default 0.7).
+            /// Capacity plan: usable share of the max sustainable rate per node, in [0.6, 0.8] (default 0.7).
             flag margin: Option<f64> = "--margin", "Verdict and criteria", [allow_negative_numbers = true];
         }
         peak: f64, "number > 0", "none" {
