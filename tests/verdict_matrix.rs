@@ -802,18 +802,35 @@ const TARGET_BLAME: &[&str] = &["pool_exhausted", "dropped_sends"];
 fn starved(scenario: &str, loops: usize, nice: i32, rate: u32, connections: u32, emergency_stop: bool) {
     let Some(_serial) = setup(scenario) else { return };
     let target = target(&[]);
-    let mut hogs = Hogs::pinned(LOADER_CPU, loops, nice);
-    thread::sleep(Duration::from_millis(300));
     let (url, rate, connections) = (target.url(), rate.to_string(), connections.to_string());
     let mut args = vec!["--url", url.as_str(), "--rate", &rate, "--connections", &connections];
     if !emergency_stop {
         args.push("--no-emergency-stop");
     }
-    let o = Run::new(scenario).args(&args).args(SHAPE).run();
-    let alive = hogs.alive();
-    drop(hogs);
+    let attempt = || {
+        let mut hogs = Hogs::pinned(LOADER_CPU, loops, nice);
+        thread::sleep(Duration::from_millis(300));
+        let o = Run::new(scenario).args(&args).args(SHAPE).run();
+        let alive = hogs.alive();
+        drop(hogs);
+        (o, alive)
+    };
+    let (mut o, mut alive) = attempt();
     if o.skip_without_ebpf() {
         return;
+    }
+    // A spell of the host's steal takes the target's core too, and then the target really was
+    // slow to answer (this VM: pool_exhausted beside host_steal, 1,286 of 3,729 waits on
+    // answers not yet come): not the starvation this row sets up. Once more after a quiet
+    // second.
+    let stolen = o.reasons().iter().any(|r| r["code"] == "host_steal");
+    let target_named = o.reasons().iter().any(|r| r["side"] == "target");
+    if stolen && target_named {
+        let quiet = common::wait_for_a_quiet_host();
+        println!(
+            "MATRIX {scenario}: the host's steal and a target-side reason: run 2 of 2 (after a second with {quiet} ms of steal)"
+        );
+        (o, alive) = attempt();
     }
     let rq_ms = o.summary()["probes"]["runqueue_us"]["p99"].as_f64().unwrap_or(f64::MAX) / 1000.0;
     let mut check = Check::new(&o);
