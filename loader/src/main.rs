@@ -21,7 +21,7 @@ fn main() -> ExitCode {
 }
 
 /// A usage error in one line — `loader: error: the argument '--quiet' cannot be used with
-/// '--json' (loader run --help)` — exit 2; help and the version print as clap has them.
+/// '--json' (see `loader run --help`)` — exit 2; help and the version print as clap has them.
 fn usage(err: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
