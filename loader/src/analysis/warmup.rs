@@ -153,23 +153,27 @@ impl Signal {
 
     /// What is still moving in the `w` seconds before `end` against the `w` before them.
     fn unsettled(&self, end: u64, w: u64) -> Option<String> {
-        if let Kind::Opening = self.kind {
-            let last = self.mean(end.saturating_sub(w), end)?;
-            return (last > 0.0).then(|| format!("{} ({:.0} in {w} s)", self.name, last * w as f64));
-        }
-        let (b, last, stands_out) = self.levels(end, w)?;
-        if !stands_out {
-            return None;
-        }
+        // The two levels, when their move stands out of the seconds' scatter.
+        let moved = || self.levels(end, w).filter(|&(_, _, stands_out)| stands_out).map(|(b, last, _)| (b, last));
         match self.kind {
-            Kind::Opening => None,
+            Kind::Opening => {
+                let last = self.mean(end.saturating_sub(w), end)?;
+                (last > 0.0).then(|| format!("{} ({:.0} in {w} s)", self.name, last * w as f64))
+            }
             Kind::Climbing => {
+                let (b, last) = moved()?;
                 (last > b * TW_RISE && last - b >= 20.0).then(|| format!("{} ({b:.0} → {last:.0})", self.name))
             }
-            Kind::Falling => (b > last * P99_FALL && b - last >= P99_FALL_MIN_MS)
-                .then(|| format!("{} ({b:.2} → {last:.2} ms)", self.name)),
-            Kind::Rising => (last > b * CPU_RISE && last - b >= CPU_RISE_MIN_CORES)
-                .then(|| format!("{} ({b:.2} → {last:.2} cores)", self.name)),
+            Kind::Falling => {
+                let (b, last) = moved()?;
+                (b > last * P99_FALL && b - last >= P99_FALL_MIN_MS)
+                    .then(|| format!("{} ({b:.2} → {last:.2} ms)", self.name))
+            }
+            Kind::Rising => {
+                let (b, last) = moved()?;
+                (last > b * CPU_RISE && last - b >= CPU_RISE_MIN_CORES)
+                    .then(|| format!("{} ({b:.2} → {last:.2} cores)", self.name))
+            }
         }
     }
 }
