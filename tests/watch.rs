@@ -88,6 +88,26 @@ fn a_cpu_quota_is_named_at_the_knee() {
     assert_eq!(w["sources"][0]["missing_s"], 0);
 }
 
+/// A process in a cgroup capped at 5 % of a CPU, watched by its pid: its ceiling is the quota
+/// (0.05 cores), not the CPUs its affinity allows — else a throttled target reads as idle.
+#[test]
+fn a_process_under_a_quota_has_the_quota_for_its_ceiling() {
+    let _serial = serial();
+    let Some(()) = root_or_skip("a_process_under_a_quota_has_the_quota_for_its_ceiling") else { return };
+    let group = QuotaGroup::create("pidquota", 5);
+    let prefix = group.prefix();
+    let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    let target = target_via(&prefix, "127.0.0.1:0", &[]);
+    let (source, free) = (format!("app=pid:{}", target.pid()), Target::start(&[]));
+    let free_source = format!("free=pid:{}", free.pid());
+    let args = ["--url", &target.url(), "--rate", "50", "--duration", "2s", "--warmup", "0s"];
+    let s = run(&[&args[..], &["--watch", &source, "--watch", &free_source]].concat(), "watch-pid-quota", 30);
+    let sources = watch(&s)["sources"].as_array().expect("sources");
+    assert_eq!(sources[0]["limit"], 0.05, "the quota is the ceiling: {}", sources[0]);
+    let cpus = sources[1]["cpus"].as_str().map(|c| c.split([',', '-']).count()).unwrap_or_default();
+    assert!(sources[1]["limit"].as_f64().is_some_and(|l| l >= 1.0 && cpus > 0), "no quota: its CPUs: {}", sources[1]);
+}
+
 /// A Python server whose ceiling is four workers of 20 ms (200 req/s), stepped to 400 req/s,
 /// its exporter answered as php-fpm's status page is: by one of the pool's workers, counted in
 /// the gauge. Watching the gauge (limit 4, less the scrape's own worker) and the process CPU,

@@ -65,7 +65,7 @@ pub struct WatchSource {
     #[serde(default)]
     pub rate: bool,
     /// The ceiling of its value: a gauge's `limit`, or a CPU source's cores (a cgroup's
-    /// quota, else its cpuset's CPUs; a process tree's allowed CPUs; a `cpu:` source's
+    /// quota, else its cpuset's CPUs; a process tree's quota, else its allowed CPUs; a `cpu:` source's
     /// cores; the cores an idle counter covers).
     #[serde(default)]
     pub limit: Option<f64>,

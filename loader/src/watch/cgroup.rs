@@ -180,9 +180,37 @@ impl Cgroup {
             memory_max_bytes: optional("memory.max").and_then(|t| parse_memory_max(&t)),
             mem_some_us,
             mem_full_us,
-            cpu_limit_cores: optional("cpu.max").and_then(|t| parse_cpu_max(&t)),
+            cpu_limit_cores: tightest_quota(dir),
         })
     }
+}
+
+/// The CPU quota process `pid` runs under, cores, with the cgroup directory that holds it:
+/// the tightest of its cgroup v2 `cpu.max` and its v1 `cpu` controller's CFS quota (a hybrid
+/// host keeps it there), each over that cgroup and its ancestors (a parent's quota bounds
+/// its children's sum). `None` when it runs under none, or none can be read.
+pub fn quota_of(pid: u32) -> Option<(PathBuf, f64)> {
+    let v2 = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok().and_then(|t| parse_proc_cgroup(&t)).and_then(
+        |relative| {
+            let dir = resolve(&relative, &cgroup2_mount());
+            tightest_quota(&dir).map(|q| (dir, q))
+        },
+    );
+    [v2, super::cgroup_v1::quota_of(pid)].into_iter().flatten().min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The tightest `cpu.max` of `dir` and every cgroup above it (each cgroup v2 directory,
+/// the root included, has `cgroup.controllers`; the root has no `cpu.max`).
+fn tightest_quota(dir: &Path) -> Option<f64> {
+    dir.ancestors()
+        .take_while(|d| d.join("cgroup.controllers").is_file())
+        .filter_map(|d| fs::read_to_string(d.join("cpu.max")).ok().and_then(|t| parse_cpu_max(&t)))
+        .reduce(f64::min)
+}
+
+/// The cgroup v2 path of `/proc/PID/cgroup` text (its `0::/path` line).
+fn parse_proc_cgroup(text: &str) -> Option<String> {
+    text.lines().find_map(|l| l.strip_prefix("0::")).map(|p| p.trim().to_string())
 }
 
 /// The directory `path` names, given the cgroup v2 mount (`None`: none found, use
@@ -349,6 +377,28 @@ mod tests {
         assert_eq!(parse_pressure(""), (None, None));
         assert_eq!(parse_pressure("some avg10=0.00 total=abc\nfull total=\n"), (None, None));
         assert_eq!(parse_pressure("nonsense\n\n  \nsome\nfull total=9"), (None, Some(9)));
+    }
+
+    #[test]
+    fn proc_cgroup() {
+        assert_eq!(parse_proc_cgroup("0::/loader-test/app\n").as_deref(), Some("/loader-test/app"));
+        assert_eq!(parse_proc_cgroup("12:cpu,cpuacct:/x\n0::/\n").as_deref(), Some("/"));
+        assert_eq!(parse_proc_cgroup("12:cpu,cpuacct:/x\n"), None);
+    }
+
+    #[test]
+    fn quota_of_this_process_is_its_cgroups_or_none() {
+        // Whatever this process runs under, the answer is read from the files, never made up:
+        // a quota when its cgroup (or one above) has one, else none.
+        let text = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        match parse_proc_cgroup(&text) {
+            Some(rel) => {
+                let dir = resolve(&rel, &cgroup2_mount());
+                assert_eq!(quota_of(std::process::id()).map(|q| q.1), tightest_quota(&dir));
+            }
+            None => assert_eq!(quota_of(std::process::id()), None),
+        }
+        assert_eq!(quota_of(u32::MAX >> 1), None, "no such process");
     }
 
     #[test]

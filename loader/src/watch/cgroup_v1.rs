@@ -112,6 +112,34 @@ impl V1 {
     }
 }
 
+/// The tightest CFS quota over the v1 `cpu` cgroup of process `pid` and those above it,
+/// cores, with that cgroup's directory; `None` when none has one (or no v1 `cpu` is mounted).
+pub fn quota_of(pid: u32) -> Option<(PathBuf, f64)> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let relative = parse_proc_cgroup_cpu(&text)?;
+    let (root, _) = hierarchies().into_iter().find(|(_, c)| c.iter().any(|c| c == "cpu"))?;
+    let dir = root.join(relative.trim_start_matches('/'));
+    let number = |d: &Path, name: &str| fs::read_to_string(d.join(name)).ok()?.trim().parse::<i64>().ok();
+    dir.ancestors()
+        .take_while(|d| d.starts_with(&root))
+        .filter_map(|d| {
+            let (q, p) = (number(d, "cpu.cfs_quota_us")?, number(d, "cpu.cfs_period_us")?);
+            (q > 0 && p > 0).then(|| q as f64 / p as f64)
+        })
+        .reduce(f64::min)
+        .map(|q| (dir, q))
+}
+
+/// The path of the v1 hierarchy holding `cpu` in `/proc/PID/cgroup` text
+/// (`1:cpu,cpuacct:/path`).
+fn parse_proc_cgroup_cpu(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_id, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        controllers.split(',').any(|c| c == "cpu").then(|| path.trim().to_string())
+    })
+}
+
 /// v1 `cpu.stat` text → (`nr_throttled`, `throttled_time` ns).
 fn parse_cpu_stat(text: &str) -> (Option<u64>, Option<u64>) {
     let get = |key: &str| {
@@ -137,6 +165,14 @@ mod tests {
         assert_eq!(m.len(), 4);
         assert_eq!(m[1], (PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"), vec!["cpu".to_string(), "cpuacct".to_string()]));
         assert!(m[3].1.is_empty());
+    }
+
+    #[test]
+    fn the_cpu_line_of_proc_cgroup() {
+        let text = "9:name=systemd:/\n2:cpuacct:/\n1:cpu:/loader-watch-7-quota\n0::/\n";
+        assert_eq!(parse_proc_cgroup_cpu(text).as_deref(), Some("/loader-watch-7-quota"));
+        assert_eq!(parse_proc_cgroup_cpu("4:cpu,cpuacct:/a/b\n").as_deref(), Some("/a/b"));
+        assert_eq!(parse_proc_cgroup_cpu("2:cpuacct:/x\n3:cpuset:/\n0::/\n"), None);
     }
 
     #[test]

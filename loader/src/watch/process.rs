@@ -220,6 +220,19 @@ impl ProcessTree {
         cpus.dedup();
         cpus
     }
+
+    /// The CPU quota the tree's processes run under, cores: the sum of their cgroups'
+    /// tightest `cpu.max` (each cgroup counted once), as of the last reading; `None` when
+    /// one of them runs without a quota (or none can be read).
+    pub fn quota_cores(&self) -> Option<f64> {
+        let scan = self.scan.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut cgroups = HashMap::new();
+        for &pid in &scan.members {
+            let (dir, cores) = super::cgroup::quota_of(pid)?;
+            cgroups.insert(dir, cores);
+        }
+        (!cgroups.is_empty()).then(|| cgroups.values().sum())
+    }
 }
 
 /// What the readings so far know of the processes on the host.

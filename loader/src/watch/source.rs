@@ -7,8 +7,9 @@
 //! each kind has. Does not: schedule the seconds or share a page between sources
 //! (`sampler.rs`), judge a step (`steps.rs`).
 //!
-//! A CPU source's ceiling is the cores its work may run on — a cgroup's quota, else its
-//! cpuset; a process tree's affinity; the listed cores; the cores an idle counter covers —
+//! A CPU source's ceiling is the cores its work may run on — a cgroup's or a process tree's
+//! quota (the tightest `cpu.max` up its cgroups) when below its CPUs, else those CPUs (a
+//! cgroup's cpuset, a tree's affinity); the listed cores; the cores an idle counter covers —
 //! never the loader's own CPUs: the watched target is elsewhere (`taskset -c 1`, a pinned
 //! container) more often than not.
 
@@ -88,7 +89,7 @@ impl Source {
                 let c = Cgroup::open(path).map_err(fail)?;
                 let r = c.read().map_err(fail)?;
                 let cpus = c.cpuset().or_else(|| host.clone());
-                let cores = r.cpu_limit_cores.or(cpus.as_deref().and_then(count));
+                let cores = tighter(r.cpu_limit_cores, cpus.as_deref().and_then(count));
                 (Reader::Cgroup(c), Some(Reading::Cgroup(r)), cores, cpus)
             }
             Kind::Pid(_) | Kind::Process(_) => {
@@ -99,7 +100,7 @@ impl Source {
                 let t = ProcessTree::open(selector).map_err(fail)?;
                 let r = t.read().map_err(fail)?;
                 let cpus = Some(t.cpus()).filter(|c| !c.is_empty()).or_else(|| host.clone());
-                let cores = cpus.as_deref().and_then(count);
+                let cores = tighter(t.quota_cores(), cpus.as_deref().and_then(count));
                 (Reader::Process(t), Some(Reading::Process(r)), cores, cpus)
             }
             Kind::Cpu(list) => {
@@ -300,5 +301,13 @@ impl Source {
             missing_s: self.missing_s,
             last_error: self.last_error.clone(),
         }
+    }
+}
+
+/// The tighter of a quota and a count of CPUs, cores: a quota of 4 cores on 2 CPUs is 2.
+fn tighter(quota: Option<f64>, cpus: Option<f64>) -> Option<f64> {
+    match (quota, cpus) {
+        (Some(q), Some(c)) => Some(q.min(c)),
+        (q, c) => q.or(c),
     }
 }
