@@ -840,3 +840,112 @@ fn the_live_display_is_a_bar_on_a_terminal_and_plain_lines_in_a_pipe() {
     assert!(first.contains("main @ 300/s") && first.contains("BEHIND: sent"), "{first}");
     assert!(!plain.contains('\x1b'), "no escape codes in a pipe: {plain}");
 }
+
+/// `tests/arrival_server.py FILE`: a target that writes down when each request arrived;
+/// killed on drop.
+struct ArrivalServer {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl ArrivalServer {
+    fn start(file: &std::path::Path) -> ArrivalServer {
+        use std::io::BufRead as _;
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("arrival_server.py");
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .arg(file)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 tests/arrival_server.py");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("its stdout");
+        std::io::BufReader::new(stdout).read_line(&mut line).expect("its listening line");
+        let addr = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("no listening line: {line:?}"));
+        ArrivalServer { addr: addr.to_string(), child }
+    }
+}
+
+impl Drop for ArrivalServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Kolmogorov–Smirnov p-value of the gaps between `times` (ns) against the exponential
+/// of their mean (Stephens' correction; the mean is estimated, which only makes it stricter
+/// to fail).
+fn ks_exponential_gaps(times: &mut [u64]) -> f64 {
+    times.sort_unstable();
+    let mut gaps: Vec<f64> = times.windows(2).map(|p| (p[1] - p[0]) as f64).collect();
+    gaps.sort_by(f64::total_cmp);
+    let n = gaps.len() as f64;
+    let mean = gaps.iter().sum::<f64>() / n;
+    let d = gaps
+        .iter()
+        .enumerate()
+        .map(|(k, &x)| {
+            let f = 1.0 - (-x / mean).exp();
+            (f - k as f64 / n).abs().max(((k + 1) as f64 / n - f).abs())
+        })
+        .fold(0.0, f64::max);
+    let lambda = (n.sqrt() + 0.12 + 0.11 / n.sqrt()) * d;
+    let q: f64 = (1..=100)
+        .map(|k| (if k % 2 == 1 { 2.0 } else { -2.0 }) * (-2.0 * f64::from(k * k) * lambda * lambda).exp())
+        .sum();
+    q.clamp(0.0, 1.0)
+}
+
+/// `--arrival poisson` as the target sees it: the gaps between arrivals at a Python server
+/// pass a Kolmogorov–Smirnov test against the exponential, and the seed is in the summary;
+/// the default (evenly spaced) fails the same test outright — so the test can tell them
+/// apart on this wire, host jitter and all.
+#[test]
+fn poisson_arrivals_reach_the_target_with_exponential_gaps_and_even_ones_do_not() {
+    for (arrival, duration) in [("poisson", "15s"), ("uniform", "4s")] {
+        let out = out_dir(&format!("arrival-{arrival}"));
+        let file = out.with_extension("times");
+        let _ = std::fs::remove_file(&file);
+        let server = ArrivalServer::start(&file);
+        let url = format!("http://{}/", server.addr);
+        let args = [
+            "--url",
+            &url,
+            "--rate",
+            "150",
+            "--duration",
+            duration,
+            "--warmup",
+            "0s",
+            "--connections",
+            "16",
+            "--arrival",
+            arrival,
+            "--no-probes",
+        ];
+        let seed = ["--seed", "7"];
+        let args = if arrival == "poisson" { [&args[..], &seed[..]].concat() } else { args.to_vec() };
+        let (output, summary) = loader_run(&args, &out, Duration::from_secs(60));
+        let s = summary.unwrap_or_else(|| panic!("no summary.json\n{}", common::show(&output)));
+        drop(server);
+        assert_eq!(s["run"]["arrival"], arrival);
+        assert_eq!(
+            s["run"]["arrival_seed"],
+            if arrival == "poisson" { serde_json::json!(7) } else { serde_json::Value::Null }
+        );
+        let text = std::fs::read_to_string(&file).expect("the arrivals written down");
+        let mut times: Vec<u64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        let ok = u(&phase(&s, "main")["ok"]);
+        assert_eq!(times.len() as u64, ok, "one arrival written per answer");
+        let p = ks_exponential_gaps(&mut times);
+        eprintln!("{arrival}: {} arrivals, KS p = {p:.4}", times.len());
+        match arrival {
+            "poisson" => {
+                assert!((2_000..=2_500).contains(&times.len()), "Poisson(2,250): {}", times.len());
+                assert!(p > 0.001, "Poisson arrivals failed the KS test against the exponential: p = {p}");
+            }
+            _ => assert!(p < 1e-6, "evenly spaced arrivals passed for exponential: p = {p}"),
+        }
+    }
+}

@@ -408,8 +408,12 @@ fn run_once(
     };
     say!(
         stdout,
-        "loader: {} profile, {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",
+        "loader: {} profile{}, {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",
         plan.profile_kind().as_str(),
+        match plan.spec.arrival {
+            crate::schedule::Arrival::Uniform => String::new(),
+            crate::schedule::Arrival::Poisson { seed } => format!(" with Poisson arrivals (seed {seed})"),
+        },
         plan.phases.len(),
         plan.duration().as_secs_f64(),
         plan.connections,

@@ -131,7 +131,14 @@ fn phase_table(s: &Summary) -> String {
             out.push('\n');
         }
     }
-    let _ = writeln!(out, "latency in ms from each request's intended send time (coordinated omission corrected)");
+    let arrivals = match s.run.arrival_seed {
+        Some(seed) if s.run.arrival == "poisson" => format!("; Poisson arrivals, seed {seed}"),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "latency in ms from each request's intended send time (coordinated omission corrected){arrivals}"
+    );
     out
 }
 

@@ -35,25 +35,36 @@ pub struct DataSpec {
     pub seed: u64,
 }
 
+/// The seed of the run's draws (data rows, Poisson arrivals): `--seed` (`[data] seed`), else
+/// one chosen once per process, so the rows and the arrivals share it.
+pub(crate) fn seed(raw: &Raw) -> Result<u64, InputError> {
+    static CHOSEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    match &raw.data.seed {
+        Some(g) => u64::try_from(g.value).map_err(|_| g.err("expected a whole number ≥ 0")),
+        None => Ok(*CHOSEN.get_or_init(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64 % 1_000_000_000)
+        })),
+    }
+}
+
 /// `--data`, `--key-dist`, `--seed` (or `[data]`), read and checked.
 pub(crate) fn from_raw(raw: &Raw) -> Result<Option<DataSpec>, InputError> {
     let Some(file) = &raw.data.file else {
         if let Some(g) = raw.data.dist.as_ref() {
             return Err(g.err("applies only with a data file (--data or data.file)"));
         }
-        if let Some(g) = raw.data.seed.as_ref() {
-            return Err(g.err("applies only with a data file (--data or data.file)"));
+        if let Some(g) = raw.data.seed.as_ref()
+            && !raw.profile.arrival.as_ref().is_some_and(|a| a.value.trim().eq_ignore_ascii_case("poisson"))
+        {
+            return Err(g.err("applies only with a data file (--data or data.file) or --arrival poisson"));
         }
         return Ok(None);
     };
     let dist =
         raw.data.dist.as_ref().map_or(Ok(KeyDist::Sequence), |g| KeyDist::parse(&g.value).map_err(|e| g.err(e)))?;
-    let seed = match &raw.data.seed {
-        Some(g) => u64::try_from(g.value).map_err(|_| g.err("expected a whole number ≥ 0"))?,
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64 % 1_000_000_000),
-    };
+    let seed = seed(raw)?;
     let path = resolve(file, raw.file.as_deref());
     let (columns, rows) = read(&path).map_err(|e| file.err(format!("{}: {e}", path.display())))?;
     Ok(Some(DataSpec { path, columns, rows: Arc::new(rows), dist, seed }))

@@ -174,6 +174,14 @@ options! {
         ramp_down: DurationText, "duration", "= `ramp`" {}
         /// Spike: the hold at base after the spike; time-to-recover is measured here.
         recovery: DurationText, "duration > 0", "`\"60s\"`" {}
+        /// How requests arrive: `uniform` (evenly spaced, wrk2's schedule) or `poisson`
+        /// (at random instants with the same mean rate, as independent users arrive; the same
+        /// `--seed`, the same instants).
+        arrival: String, "string", "`uniform`" {
+            /// How requests arrive: uniform (evenly spaced, the default) or poisson (random
+            /// instants at the same mean rate; reproducible with --seed).
+            flag arrival: Option<String> = "--arrival", "Schedule";
+        }
         repeat: i64, "integer 1–100", "1" {
             /// Run the plan N times; max sustainable = the lowest knee.
             flag repeat: Option<i64> = "--repeat", "Verdict and criteria", [allow_negative_numbers = true];
@@ -282,12 +290,14 @@ options! {
             /// e.g. zipf:1.1).
             flag key_dist: Option<String> = "--key-dist", "Request", [value_name = "DIST"];
         }
-        /// Seed of the draws. The row of each request is a function of the seed and the
-        /// request's number in the run, not of the shard that sends it: the same seed and plan
-        /// send the same rows with any `--threads`. The seed used is in `summary.json`
-        /// (`data.seed`).
+        /// Seed of the draws: the data rows and Poisson arrivals. The row and the instant of
+        /// each request are functions of the seed and the request's number in the run, not of
+        /// the shard that sends it: the same seed and plan send the same rows at the same
+        /// instants with any `--threads`. The seed used is in `summary.json` (`data.seed`,
+        /// `run.arrival_seed`).
         seed: i64, "integer ≥ 0", "chosen at start" {
-            /// Seed of the --key-dist draws (default: chosen at start and reported in summary.json).
+            /// Seed of the --key-dist draws and of --arrival poisson (default: chosen at start and
+            /// reported in summary.json).
             flag seed: Option<u64> = "--seed", "Request", via |s: u64| i64::try_from(s).unwrap_or(i64::MAX);
         }
     }

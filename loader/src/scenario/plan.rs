@@ -16,7 +16,7 @@ use super::request::RequestSpec;
 use super::spec::Spec;
 use super::target::{TlsPlan, resolve_url, tls_plan};
 use crate::error::InputError;
-use crate::schedule::{Share, Window};
+use crate::schedule::{Arrival, Share, Window};
 
 /// What a phase is for; only `Hold` phases are judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +61,8 @@ pub struct Phase {
     /// This machine's part of it (`--shard`; the whole phase by default). The rates above
     /// are the whole run's; [`Phase::offered`] is this machine's.
     pub share: Share,
+    /// How its requests arrive (evenly spaced unless `--arrival poisson`).
+    pub arrival: Arrival,
 }
 
 impl Phase {
@@ -75,6 +77,7 @@ impl Phase {
             start_rate: rate,
             end_rate: rate,
             share: Share::default(),
+            arrival: Arrival::Uniform,
         }
     }
 
@@ -89,6 +92,7 @@ impl Phase {
             start_rate: from,
             end_rate: to,
             share: Share::default(),
+            arrival: Arrival::Uniform,
         };
         let secs = duration.as_secs_f64();
         p.rate = if secs > 0.0 { p.window().planned() as f64 / secs } else { 0.0 };
@@ -103,7 +107,7 @@ impl Phase {
         } else {
             Window::constant(start_ns, end_ns, self.rate)
         };
-        w.with_share(self.share)
+        w.with_share(self.share).with_arrival(self.arrival)
     }
 
     /// The rate this machine offers: the phase's rate, or its share of it (`--shard`).
@@ -223,7 +227,9 @@ impl Plan {
             ));
         }
         let mut phases = phases(spec);
-        phases.iter_mut().for_each(|p| p.share = spec.share);
+        for p in &mut phases {
+            (p.share, p.arrival) = (spec.share, spec.arrival);
+        }
         let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         // Every shard needs at least one connection of its own.
         let threads = spec.threads.unwrap_or(cpus).min(spec.connections);

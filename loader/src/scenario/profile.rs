@@ -56,7 +56,7 @@ impl ProfileKind {
         })
     }
 
-    /// The `[profile]` keys this kind reads (besides kind, warmup, warmup_rate, repeat).
+    /// The `[profile]` keys this kind reads (besides kind, warmup, warmup_rate, arrival, repeat).
     fn keys(self) -> &'static [&'static str] {
         match self {
             ProfileKind::Constant | ProfileKind::Soak => &["rate", "duration"],
@@ -182,7 +182,7 @@ impl Profile {
 const DEMO_STEPS: [f64; 6] = [100.0, 200.0, 300.0, 400.0, 500.0, 600.0];
 
 /// The `[profile]` keys every kind reads.
-const EVERY_KIND: [&str; 4] = ["kind", "warmup", "warmup_rate", "repeat"];
+const EVERY_KIND: [&str; 5] = ["kind", "warmup", "warmup_rate", "arrival", "repeat"];
 
 /// Validate the profile part of `raw` (`demo`: no URL and no file).
 pub(crate) fn from_raw(raw: &Raw, demo: bool) -> Result<Profile, InputError> {

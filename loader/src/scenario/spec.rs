@@ -114,6 +114,8 @@ pub struct Spec {
     pub data: Option<super::data::DataSpec>,
     /// This machine's part of the run (`--shard`).
     pub share: crate::schedule::Share,
+    /// How requests arrive (`--arrival`, `[profile] arrival`), with the seed of Poisson's.
+    pub arrival: crate::schedule::Arrival,
     /// When the run's zero is on the wall clock (`--start-at`).
     pub start_at: Option<std::time::SystemTime>,
 }
@@ -282,8 +284,21 @@ impl Spec {
             tls: TlsSpec::default(),
             data: super::data::from_raw(raw)?,
             share: raw.flags.shard.as_ref().map_or(Ok(Default::default()), super::values::share)?,
+            arrival: arrival(raw)?,
             start_at: raw.flags.start_at.as_ref().map(super::values::instant).transpose()?,
         })
+    }
+}
+
+/// `[profile] arrival` / `--arrival`: `uniform` (the default) or `poisson`, whose seed is
+/// `--seed` (`[data] seed`) or the data's chosen one, else chosen now.
+fn arrival(raw: &Raw) -> Result<crate::schedule::Arrival, InputError> {
+    use crate::schedule::Arrival;
+    let Some(g) = raw.profile.arrival.as_ref() else { return Ok(Arrival::Uniform) };
+    match g.value.trim().to_ascii_lowercase().as_str() {
+        "uniform" => Ok(Arrival::Uniform),
+        "poisson" => Ok(Arrival::Poisson { seed: super::data::seed(raw)? }),
+        other => Err(g.err(format!("expected uniform or poisson, got {other:?}"))),
     }
 }
 

@@ -161,6 +161,12 @@ pub struct RunInfo {
     /// Load profile (`constant`, `step`, `ramp`, `spike`, `soak`, `breakpoint`).
     #[serde(default)]
     pub profile: String,
+    /// How requests arrived: `uniform` (evenly spaced) or `poisson` (`--arrival`).
+    #[serde(default = "uniform")]
+    pub arrival: String,
+    /// The seed of the Poisson arrivals (`--seed`): the same seed, the same instants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_seed: Option<u64>,
     /// Connections were reused (keep-alive).
     #[serde(default = "yes")]
     pub keepalive: bool,
@@ -364,6 +370,10 @@ pub struct Reason {
 
 fn yes() -> bool {
     true
+}
+
+fn uniform() -> String {
+    "uniform".into()
 }
 
 fn http1() -> String {

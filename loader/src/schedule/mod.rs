@@ -17,7 +17,17 @@
 //! `i % N == i` in the same way ([`Share`]): a window with a share plans, times and counts
 //! only its own requests, and the machines' shards split those again.
 //!
+//! With Poisson arrivals (`arrival = "poisson"`) request `i` is due at a random instant
+//! instead, still a function of `i` and the seed (`poisson.rs`): the same partition, the
+//! same exact counts, the count itself drawn.
+//!
 //! This module is pure (no clock, no I/O); the engine asks it what is due next.
+
+mod poisson;
+
+use std::sync::Arc;
+
+pub use poisson::Arrivals;
 
 /// One machine's part of a run spread over several (`--shard INDEX/COUNT`): request `k` of
 /// every window is this machine's when `k % count == index`. The whole run is `0/1`.
@@ -55,9 +65,22 @@ impl Share {
     }
 }
 
+/// How a phase's requests arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Arrival {
+    /// Evenly spaced: request `i` at `N⁻¹(i)` (wrk2's schedule).
+    #[default]
+    Uniform,
+    /// At the instants of a Poisson process of the same rate, drawn from `seed`.
+    Poisson {
+        /// The seed of the draws.
+        seed: u64,
+    },
+}
+
 /// One phase as the schedule needs it: a window of the run and its arrival rate, constant
 /// (`rate == end_rate`) or changing linearly from `rate` to `end_rate`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Window {
     /// Start, in nanoseconds from the run's start instant.
     pub start_ns: u64,
@@ -70,22 +93,38 @@ pub struct Window {
     pub end_rate: f64,
     /// The part of the window this machine sends (the whole window unless `--shard`).
     pub share: Share,
+    /// Its Poisson arrivals (over all machines); `None`: evenly spaced.
+    pub arrivals: Option<Arc<Arrivals>>,
 }
 
 impl Window {
     /// A window at one constant rate.
     pub fn constant(start_ns: u64, end_ns: u64, rate: f64) -> Self {
-        Window { start_ns, end_ns, rate, end_rate: rate, share: Share::default() }
+        Window { start_ns, end_ns, rate, end_rate: rate, share: Share::default(), arrivals: None }
     }
 
     /// A window whose rate changes linearly from `from` to `to`.
     pub fn ramp(start_ns: u64, end_ns: u64, from: f64, to: f64) -> Self {
-        Window { start_ns, end_ns, rate: from, end_rate: to, share: Share::default() }
+        Window { start_ns, end_ns, rate: from, end_rate: to, share: Share::default(), arrivals: None }
     }
 
     /// This window as machine `share` sends it.
     pub fn with_share(self, share: Share) -> Self {
         Window { share, ..self }
+    }
+
+    /// This window with its requests arriving as `arrival` says.
+    pub fn with_arrival(self, arrival: Arrival) -> Self {
+        match arrival {
+            Arrival::Uniform => Window { arrivals: None, ..self },
+            Arrival::Poisson { seed } => {
+                let identity = [self.start_ns, self.end_ns, self.rate.to_bits(), self.end_rate.to_bits()]
+                    .into_iter()
+                    .fold(0u64, |h, x| poisson::mix(h ^ x));
+                let arrivals = Arrivals::of(seed, identity, self.arrivals_by(self.span_s()));
+                Window { arrivals: Some(arrivals), ..self }
+            }
+        }
     }
 
     fn is_constant(&self) -> bool {
@@ -113,6 +152,9 @@ impl Window {
 
     /// [`Window::planned`] over all machines.
     pub fn planned_all(&self) -> u64 {
+        if let Some(a) = &self.arrivals {
+            return a.total();
+        }
         let n = if self.is_constant() {
             // Kept as it always was: the constant path is wrk2's exact count.
             (self.span_s() * self.rate).ceil()
@@ -134,13 +176,26 @@ impl Window {
 
     /// Intended send time of the window's request `i` over all machines.
     fn intended_all_ns(&self, i: u64) -> u64 {
-        if self.is_constant() {
-            return self.start_ns.saturating_add((i as f64 * 1e9 / self.rate) as u64);
+        match &self.arrivals {
+            Some(a) => self.time_of_arrival(a.mass_of(i)),
+            None => self.time_at(i as f64),
         }
-        if i == 0 {
+    }
+
+    /// The instant of a Poisson arrival of mass `m` (`m < N(T)`): always inside the window.
+    fn time_of_arrival(&self, m: f64) -> u64 {
+        self.time_at(m).min(self.end_ns.saturating_sub(1)).max(self.start_ns)
+    }
+
+    /// The instant at which the planned requests reach `i` (a real number): `N⁻¹(i)`.
+    fn time_at(&self, i_f: f64) -> u64 {
+        if self.is_constant() {
+            return self.start_ns.saturating_add((i_f * 1e9 / self.rate) as u64);
+        }
+        if i_f <= 0.0 {
             return self.start_ns;
         }
-        let (r0, i_f) = (self.rate, i as f64);
+        let r0 = self.rate;
         // N(t) = r0·t + a·t² with a = (r1 − r0)/(2T); the root of a·t² + r0·t − i = 0 written
         // as 2i / (r0 + √(r0² + 4a·i)) never subtracts nearly equal numbers, and the
         // discriminant is ≥ r1² ≥ 0 for every i ≤ N(T) (clamped against rounding).
@@ -172,7 +227,11 @@ impl Window {
             return planned;
         }
         // First guess from N(t), then settle on the exact boundary.
-        let guess = self.arrivals_by((at_ns - self.start_ns) as f64 / 1e9).ceil();
+        let mass = self.arrivals_by((at_ns - self.start_ns) as f64 / 1e9);
+        let guess = match &self.arrivals {
+            Some(a) => a.before_mass(mass) as f64,
+            None => mass.ceil(),
+        };
         let mut k = if guess.is_finite() && guess > 0.0 { (guess as u64).min(planned) } else { 0 };
         while k > 0 && self.intended_all_ns(k - 1) >= at_ns {
             k -= 1;
@@ -213,6 +272,11 @@ pub struct ShardSchedule {
     phase: usize,
     /// Next global index (within `phase`) that belongs to this shard.
     index: u64,
+    /// The request at `index`, made when the schedule moved there.
+    next: Option<Due>,
+    /// The Poisson slot the last request came from: its phase, number, first arrival and
+    /// masses (made once per slot, not once per request).
+    slot: Option<(usize, usize, u64, Vec<f64>)>,
 }
 
 impl ShardSchedule {
@@ -227,6 +291,8 @@ impl ShardSchedule {
             shards: shards as u64,
             phase: 0,
             index: shard as u64,
+            next: None,
+            slot: None,
         };
         s.skip_exhausted();
         s
@@ -237,13 +303,33 @@ impl ShardSchedule {
             self.phase += 1;
             self.index = self.shard;
         }
+        self.next = self.make_next();
+    }
+
+    /// The request at `index` of `phase`; a Poisson window's from its slot, kept.
+    fn make_next(&mut self) -> Option<Due> {
+        let w = self.windows.get(self.phase)?;
+        let intended_ns = match &w.arrivals {
+            None => w.intended_ns(self.index),
+            Some(a) => {
+                let i = w.share.global(self.index);
+                let j = a.slot_of(i);
+                let fresh = !matches!(&self.slot, Some((p, k, _, _)) if *p == self.phase && *k == j);
+                if fresh {
+                    self.slot = Some((self.phase, j, a.first_of(j), a.slot_masses(j)));
+                }
+                let (_, _, first, masses) = self.slot.as_ref()?;
+                let m = masses.get((i - first) as usize).copied().unwrap_or(f64::MAX);
+                w.time_of_arrival(m)
+            }
+        };
+        Some(Due { intended_ns, phase: self.phase, index: self.index })
     }
 
     /// The next request of this shard, if any remain.
     #[inline]
     pub fn peek(&self) -> Option<Due> {
-        let w = self.windows.get(self.phase)?;
-        Some(Due { intended_ns: w.intended_ns(self.index), phase: self.phase, index: self.index })
+        self.next
     }
 
     /// Move past the request `peek` returned.
@@ -346,7 +432,7 @@ mod tests {
         let (mut planned, mut between) = (vec![0; windows.len()], 0);
         for index in 0..3 {
             let share = Share { index, count: 3 };
-            let mine: Vec<Window> = windows.iter().map(|w| w.with_share(share)).collect();
+            let mine: Vec<Window> = windows.iter().map(|w| w.clone().with_share(share)).collect();
             for (p, w) in mine.iter().enumerate() {
                 planned[p] += w.planned();
                 between += w.planned_between(500_000_000, 2_000_000_000);
@@ -372,7 +458,7 @@ mod tests {
     #[test]
     fn fractional_rates_never_spill_past_the_window() {
         let w = win(2.0, 3.0, 3.3);
-        let all = drain(ShardSchedule::new(vec![w], 0, 1));
+        let all = drain(ShardSchedule::new(vec![w.clone()], 0, 1));
         assert_eq!(all.len(), 4);
         assert!(all.iter().all(|d| d.intended_ns < w.end_ns));
     }
@@ -476,5 +562,97 @@ mod tests {
             s.advance();
         }
         assert!(s.remaining().is_empty());
+    }
+
+    /// The Kolmogorov–Smirnov p-value of `samples` against the exponential of mean `mean`
+    /// (Numerical Recipes' `probks` with Stephens' small-sample correction).
+    fn ks_exponential(samples: &mut [f64], mean: f64) -> f64 {
+        samples.sort_by(f64::total_cmp);
+        let n = samples.len() as f64;
+        let d = samples
+            .iter()
+            .enumerate()
+            .map(|(k, &x)| {
+                let f = 1.0 - (-x / mean).exp();
+                (f - k as f64 / n).abs().max(((k + 1) as f64 / n - f).abs())
+            })
+            .fold(0.0, f64::max);
+        let lambda = (n.sqrt() + 0.12 + 0.11 / n.sqrt()) * d;
+        let q: f64 = (1..=100)
+            .map(|k| (if k % 2 == 1 { 2.0 } else { -2.0 }) * (-2.0 * (k * k) as f64 * lambda * lambda).exp())
+            .sum();
+        q.clamp(0.0, 1.0)
+    }
+
+    fn gaps_s(times: &[u64]) -> Vec<f64> {
+        times.windows(2).map(|p| (p[1] - p[0]) as f64 / 1e9).collect()
+    }
+
+    #[test]
+    fn poisson_gaps_are_exponential_and_the_seed_repeats_them() {
+        // 60 s at 1,000 req/s, five seeds: each passes the KS test against the exponential.
+        for seed in 1..=5 {
+            let w = win(0.0, 60.0, 1000.0).with_arrival(Arrival::Poisson { seed });
+            let times: Vec<u64> =
+                drain(ShardSchedule::new(vec![w.clone()], 0, 1)).iter().map(|d| d.intended_ns).collect();
+            assert!(times.windows(2).all(|p| p[0] <= p[1]) && times.iter().all(|&t| t < 60_000_000_000));
+            let n = times.len() as f64;
+            assert!((n - 60_000.0).abs() < 5.0 * 60_000f64.sqrt(), "Poisson(60,000) count: {n}");
+            let p = ks_exponential(&mut gaps_s(&times), 60.0 / n);
+            eprintln!("seed {seed}: {n} arrivals, KS p = {p:.3}");
+            assert!(p > 0.01, "seed {seed}: KS p = {p}");
+            // Against the wrong law (evenly spaced: every gap the mean) it fails outright.
+            let even: Vec<u64> = (0..60_000).map(|i| i * 1_000_000).collect();
+            assert!(ks_exponential(&mut gaps_s(&even), 1e-3) < 1e-6);
+            let again: Vec<u64> = drain(ShardSchedule::new(vec![w], 0, 1)).iter().map(|d| d.intended_ns).collect();
+            assert_eq!(again, times, "the same seed, the same schedule");
+        }
+        let a = win(0.0, 1.0, 1000.0).with_arrival(Arrival::Poisson { seed: 1 });
+        let b = win(0.0, 1.0, 1000.0).with_arrival(Arrival::Poisson { seed: 2 });
+        assert_ne!(a.intended_ns(10), b.intended_ns(10), "another seed, another schedule");
+    }
+
+    #[test]
+    fn poisson_shards_and_machines_partition_the_one_schedule_and_count_it_exactly() {
+        let arrival = Arrival::Poisson { seed: 42 };
+        let windows =
+            vec![win(0.0, 3.0, 3000.0).with_arrival(arrival), ramp(3.0, 6.0, 1000.0, 5000.0).with_arrival(arrival)];
+        let whole = drain(ShardSchedule::new(windows.clone(), 0, 1));
+        assert_eq!(whole.len() as u64, windows.iter().map(Window::planned).sum::<u64>());
+        let mut merged: Vec<Due> = (0..3).flat_map(|k| drain(ShardSchedule::new(windows.clone(), k, 3))).collect();
+        merged.sort_by_key(|d| (d.phase, d.index));
+        assert_eq!(merged, whole);
+        // Two machines, two shards each: the same schedule, split four ways.
+        let mut machines: Vec<Due> = Vec::new();
+        for m in 0..2 {
+            let share = Share { index: m, count: 2 };
+            let mine: Vec<Window> = windows.iter().map(|w| w.clone().with_share(share)).collect();
+            for k in 0..2 {
+                machines.extend(
+                    drain(ShardSchedule::new(mine.clone(), k, 2))
+                        .into_iter()
+                        .map(|d| (d.intended_ns, d.phase))
+                        .map(|(t, p)| Due { intended_ns: t, phase: p, index: 0 }),
+                );
+            }
+        }
+        let mut a: Vec<(u64, usize)> = machines.iter().map(|d| (d.intended_ns, d.phase)).collect();
+        let mut b: Vec<(u64, usize)> = whole.iter().map(|d| (d.intended_ns, d.phase)).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b);
+        // Counts between any two instants agree with the schedule, request by request.
+        for w in &windows {
+            let times: Vec<u64> = (0..w.planned()).map(|i| w.intended_ns(i)).collect();
+            for (from, to) in [(0, 1_500_000_000), (1_234_567_890, 4_000_000_000), (3_000_000_000, 6_000_000_000)] {
+                let want = times.iter().filter(|&&t| t >= from && t < to).count() as u64;
+                assert_eq!(w.planned_between(from, to), want, "{from}..{to}");
+            }
+        }
+        // The ramp's arrivals thicken as its rate rises: its last second holds more than its first.
+        let ramp_times: Vec<u64> = whole.iter().filter(|d| d.phase == 1).map(|d| d.intended_ns).collect();
+        let first = ramp_times.iter().filter(|&&t| t < 4_000_000_000).count();
+        let last = ramp_times.iter().filter(|&&t| t >= 5_000_000_000).count();
+        assert!(last > 2 * first, "{first} then {last}");
     }
 }
