@@ -79,6 +79,10 @@ pub enum Command {
     /// Stop running loaders at once: POST /stop to each one's --control address, with the
     /// token in LOADER_CONTROL_TOKEN.
     Stop(StopArgs),
+    /// Compare two saved runs step by step (B against the baseline A): ok/s and latency
+    /// percentiles, each run's trust per step, and whether each change stands out of the
+    /// runs' noise (their --repeat spread); exit 4 when --max-regression is broken.
+    Compare(CompareArgs),
     /// Join the outputs of the machines that shared one run (`loader run --shard i/N` on
     /// each) into one summary, interval log and report (see docs/distributed.md).
     Merge(MergeArgs),
@@ -185,6 +189,27 @@ pub struct CalibrateArgs {
     /// --sink`): its figure is then likely the target's, a lower bound of the loader's.
     #[arg(long)]
     pub full_target: bool,
+}
+
+/// Flags of `loader compare`.
+#[derive(Debug, Args, Clone)]
+pub struct CompareArgs {
+    /// The baseline run's output directory (holds summary.json).
+    pub a: PathBuf,
+    /// The run compared with it.
+    pub b: PathBuf,
+    /// Fail (exit 4) when B is worse than A by more than this many percent: ok/s lower, p95
+    /// or p99 higher (and by at least 1 ms) on a step both runs trust, or the knee lower —
+    /// beyond the noise when both runs have repeats, on this bound alone when not.
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
+    pub max_regression: Option<f64>,
+    /// Print the comparison as JSON (what the text says, with every run's spread).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the comparison as a self-contained HTML page, with each step's two latency
+    /// spectra over each other.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// Flags of `loader report`.

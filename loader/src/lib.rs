@@ -32,6 +32,7 @@ pub mod analysis;
 pub mod calibrate;
 pub mod cli;
 pub mod commands;
+pub mod compare;
 pub mod engine;
 pub mod error;
 pub mod health;

@@ -5,6 +5,7 @@
 //!   → verdict and analysis → outputs, once per `--repeat`, then the capacity plan.
 //! - `loader verdict DIR` (`verdict.rs`): a saved summary judged again with other limits.
 //! - `loader report DIR` (`report.rs`): a saved summary rendered again as `report.html`.
+//! - `loader compare A B` (`compare.rs`): two saved runs side by side ([`crate::compare`]).
 //! - `loader merge DIR…` (`merge.rs`): the machines of a sharded run joined ([`crate::merge`]).
 //! - `loader stop ADDR…`: the kill switch ([`crate::measure::control`]).
 //! - `loader calibrate`: the [`crate::calibrate`] module.
@@ -12,6 +13,7 @@
 //! - `loader completions SHELL`, `loader man --out DIR` (`install_files.rs`, hidden): the
 //!   completion scripts and man pages `cargo xtask install` puts beside the binary.
 
+mod compare;
 mod install_files;
 mod merge;
 mod report;
@@ -40,6 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Report(args) => report::render(&args),
         Command::Calibrate(args) => crate::calibrate::calibrate(&args),
         Command::Merge(args) => merge::merge(&args),
+        Command::Compare(args) => compare::compare(&args),
         Command::Stop(args) => stop(&args),
         Command::Plan(args) => plan(&args),
         Command::Completions(args) => install_files::completions(&args),

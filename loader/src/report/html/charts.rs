@@ -199,6 +199,30 @@ pub fn spectrum(spectra: &[PhaseSpectrum], s: &Summary) -> String {
     ) + &legend(&keys, note)
 }
 
+/// Two runs' latency spectra of one step, over each other (`loader compare --html`): A solid
+/// in the first colour, B in the second, on the same axes.
+pub fn spectra_against(step: &str, a: &[(f64, f64)], b: &[(f64, f64)]) -> String {
+    let to_x = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        let xy: Vec<(f64, f64)> = pts.iter().map(|&(q, v)| (1.0 / (1.0 - q), v)).collect();
+        downsample(&xy, MAX_POINTS / 2, Keep::Max)
+    };
+    let (a, b) = (to_x(a), to_x(b));
+    let x_hi = a.iter().chain(&b).map(|p| p.0).fold(100.0, f64::max);
+    let x_hi = 10f64.powf(x_hi.log10().ceil()).min(1e9);
+    let y_hi = a.iter().chain(&b).map(|p| p.1).filter(|v| v.is_finite()).fold(0.001, f64::max) * 1.05;
+    let mut c = Chart::new(220.0, (1.0, x_hi, Scale::Log10), (0.0, y_hi, Scale::Linear));
+    c.line(&a, "c0 spec", &format!("A {step}: latency (corrected)"));
+    c.line(&b, "c1 spec", &format!("B {step}: latency (corrected)"));
+    let x_ticks: Vec<(f64, String)> = c.x.ticks(10).into_iter().map(|x| (x, percentile_label(x))).collect();
+    let keys = [("c0", format!("A {step}")), ("c1", format!("B {step}"))];
+    c.finish(
+        &format!("{step}: latency percentile spectrum, A and B"),
+        &x_ticks,
+        &value_ticks(0.0, y_hi, " ms"),
+        ("percentile (log of 1/(1−p))", "latency"),
+    ) + &legend(&keys, "corrected latency, from each request's intended send time")
+}
+
 /// The percentile whose 1/(1−p) is `x`: 1 → 0%, 10 → 90%, 1000 → 99.9%.
 pub fn percentile_label(x: f64) -> String {
     let p = 100.0 * (1.0 - 1.0 / x.max(1.0));

@@ -19,10 +19,12 @@
 //! | `sections.rs` | verdict and step table |
 //! | `facts.rs` | health, certificate, metadata tables |
 //! | `spectrum.rs` | reading `hgrm/*.hgrm` back |
+//! | `compare.rs` | `loader compare --html`: two runs' page |
 //!
 //! It neither judges nor measures: the verdict and the knee are the summary's.
 
 mod charts;
+pub mod compare;
 pub(crate) mod escape;
 mod facts;
 mod sections;
