@@ -69,6 +69,9 @@ fn knee_of_three_repeats(workers: u32, delay_ms: u32, steps: &str, step: f64) {
                 "knee {k} not within one step ({step}) of capacity {capacity}"
             );
         }
+        // Five steps are too few for the USL (six needed): it says so rather than fit.
+        let usl = s["analysis"]["usl"]["detail"].as_str().unwrap_or_default();
+        assert!(usl.starts_with("USL not fitted:") && usl.contains("6 needed"), "{}", s["analysis"]["usl"]);
         let max = s["capacity"]["max_sustainable"].as_f64().unwrap();
         assert!((max - capacity).abs() <= step + 1e-9);
         junit_matches_the_steps(&junit, s);

@@ -949,3 +949,38 @@ fn poisson_arrivals_reach_the_target_with_exponential_gaps_and_even_ones_do_not(
         }
     }
 }
+
+/// Six steps below the capacity of a pool of 4 workers of 10 ms: throughput follows the
+/// measured concurrency (N = ok/s × 10 ms) in a straight line, and the USL fit says so —
+/// fitted, σ and κ at or near zero, no invented peak below the rates run, a small error.
+#[test]
+fn six_clean_steps_fit_the_usl_without_inventing_a_peak() {
+    let target = Target::start(&["--workers", "8", "--delay", "10ms"]);
+    let out = out_dir("usl-linear");
+    let args = [
+        "--url",
+        &target.url(),
+        "--steps",
+        "50,100,150,200,250,300",
+        "--hold",
+        "1500ms",
+        "--warmup",
+        "1s",
+        "--connections",
+        "32",
+        "--no-probes",
+        "--slo-p99",
+        "200ms",
+    ];
+    let (output, summary) = loader_run(&args, &out, Duration::from_secs(60));
+    let s = summary.unwrap_or_else(|| panic!("no summary.json\n{}", common::show(&output)));
+    let usl = &s["analysis"]["usl"];
+    assert_eq!(usl["fitted"], true, "{usl}");
+    assert_eq!(usl["points"].as_array().map(Vec::len), Some(6), "{usl}");
+    assert!(f(&usl["error_pct"]) < 10.0, "{usl}");
+    // A straight line: whatever crosstalk the fit finds puts any peak far above 300 req/s.
+    if let Some(peak) = usl["peak_x"].as_f64() {
+        assert!(peak > 600.0, "a peak invented where throughput was still linear: {usl}");
+    }
+    assert!(f(&usl["sigma"]) < 0.2, "{usl}");
+}

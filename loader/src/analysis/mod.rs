@@ -17,6 +17,7 @@
 //! | `little.rs` | Little's law cross-check per step |
 //! | `render.rs` | the terminal step table |
 //! | `trends.rs` | constant and soak runs: the p99, errors and watched memory over the run |
+//! | `usl.rs` | the Universal Scalability Law fitted to the trusted steps (σ, κ, the peak), or why not |
 //! | `warmup.rs` | whether the warm-up had settled by its end, and how long would have been enough |
 //!
 //! Does not: measure anything (record), decide whether the loader is trusted (the verdict;
@@ -31,6 +32,7 @@ pub mod profiles;
 pub mod render;
 pub mod step;
 pub mod trends;
+pub mod usl;
 pub mod warmup;
 
 #[cfg(test)]
@@ -160,6 +162,7 @@ pub fn annotate(summary: &mut Summary, analysis: &Analysis) {
     summary.analysis.emergency_stop = stop;
     summary.analysis.warmup = warmup::check(summary);
     summary.analysis.trends = trends::trends(summary);
+    summary.analysis.usl = usl::fit(summary);
 }
 
 impl Analysis {
@@ -169,6 +172,7 @@ impl Analysis {
         AnalysisSummary {
             warmup: None,
             trends: None,
+            usl: None,
             criteria: None,
             knee_detail: self.knees.slo.as_ref().map(|k| k.detail.clone()),
             throughput_knee: point(&self.knees.throughput),

@@ -279,6 +279,22 @@ pub fn render_steps_at(
     out
 }
 
+/// The notes on the whole run under the report: a warm-up that had not settled, the trends
+/// of a constant or soak run, and the USL fit (at a glance only when fitted).
+pub fn run_notes(s: &crate::summary::Summary, detail: Detail) -> String {
+    let mut out = String::new();
+    if let Some(w) = s.analysis.warmup.as_ref().filter(|w| !w.settled) {
+        let _ = writeln!(out, "{}", w.detail);
+    }
+    for note in s.analysis.trends.iter().flat_map(|t| &t.notes) {
+        let _ = writeln!(out, "trend: {note}");
+    }
+    if let Some(u) = s.analysis.usl.as_ref().filter(|u| u.fitted || detail == Detail::All) {
+        let _ = writeln!(out, "{}", u.detail);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{phase, php_r2, php_r2_series};

@@ -391,12 +391,7 @@ fn render_footer(s: &Summary, detail: Detail) -> String {
         }
         (false, None) => {}
     }
-    if let Some(w) = s.analysis.warmup.as_ref().filter(|w| !w.settled) {
-        let _ = writeln!(out, "{}", w.detail);
-    }
-    for note in s.analysis.trends.iter().flat_map(|t| &t.notes) {
-        let _ = writeln!(out, "trend: {note}");
-    }
+    out.push_str(&crate::analysis::render::run_notes(s, detail));
     out.push_str(&super::watch::render(s, detail));
     out
 }

@@ -49,6 +49,10 @@ pub struct AnalysisSummary {
     /// Constant and soak runs: the p99, errors and watched memory over the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trends: Option<TrendSummary>,
+    /// The Universal Scalability Law fitted to the trusted steps (`analysis/usl.rs`); null
+    /// for a run without measured steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usl: Option<UslSummary>,
 }
 
 /// The first measured seconds against the warm-up's last: still warming, or warm.
@@ -204,4 +208,38 @@ pub struct WatchTrend {
     pub memory_rises_monotonically: bool,
     /// Open descriptors' slope per hour (process trees).
     pub fds_per_h: Option<f64>,
+}
+
+/// The USL fit (`X(N) = λN ÷ (1 + σ(N − 1) + κN(N − 1))`) over a run's trusted steps.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct UslSummary {
+    /// Fitted (at least 6 trusted steps with answers, and a fit with σ, κ ≥ 0).
+    pub fitted: bool,
+    /// One sentence: the coefficients, the peak and the error, or why it was not fitted.
+    pub detail: String,
+    /// The points: each trusted step's concurrency (ok/s × mean latency) and ok/s.
+    pub points: Vec<UslPoint>,
+    /// Contention: the serialised share.
+    pub sigma: Option<f64>,
+    /// Crosstalk: the coherency cost.
+    pub kappa: Option<f64>,
+    /// Throughput of one unit of concurrency, req/s.
+    pub lambda: Option<f64>,
+    /// The concurrency of the peak, `√((1 − σ) ÷ κ)` (null when κ = 0).
+    pub peak_n: Option<f64>,
+    /// Throughput at the peak, req/s.
+    pub peak_x: Option<f64>,
+    /// Mean |predicted − measured| ÷ measured over the points, percent.
+    pub error_pct: Option<f64>,
+}
+
+/// One point of the USL fit.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct UslPoint {
+    /// The step.
+    pub step: String,
+    /// Its concurrency.
+    pub n: f64,
+    /// Its ok/s.
+    pub x: f64,
 }

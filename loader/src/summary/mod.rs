@@ -29,7 +29,7 @@ mod watch;
 
 pub use analysis::{
     AnalysisSummary, CapacitySummary, EmergencyStop, LittleSummary, Point, SoakSummary, SpikeSummary, TrendSummary,
-    WarmupSummary, WatchTrend,
+    UslPoint, UslSummary, WarmupSummary, WatchTrend,
 };
 pub(crate) use build::cpu_stats;
 pub use build::{Inputs, build, latency, offered_between, send_lag};
