@@ -983,4 +983,5 @@ fn six_clean_steps_fit_the_usl_without_inventing_a_peak() {
         assert!(peak > 600.0, "a peak invented where throughput was still linear: {usl}");
     }
     assert!(f(&usl["sigma"]) < 0.2, "{usl}");
+    assert!(!usl["detail"].as_str().unwrap_or_default().contains("inf"), "{usl}");
 }

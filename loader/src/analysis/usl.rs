@@ -60,10 +60,10 @@ pub fn fit(s: &Summary) -> Option<UslSummary> {
     let peak_x = peak_n.map(|n| model(n, lambda, sigma, kappa));
     let peak = match (peak_n, peak_x) {
         (Some(n), Some(x)) => format!("peak {x:.0} req/s at {n:.1} in flight (N* = √((1 − σ) ÷ κ))"),
-        _ => format!(
-            "no peak: κ = 0, throughput levels off towards {:.0} req/s (λ ÷ σ)",
-            if sigma > 0.0 { lambda / sigma } else { f64::INFINITY }
-        ),
+        _ if sigma > 0.0 => {
+            format!("no peak: κ = 0, throughput levels off towards {:.0} req/s (λ ÷ σ)", lambda / sigma)
+        }
+        _ => "no peak: σ = κ = 0, throughput grew in proportion to concurrency over these steps".to_string(),
     };
     let poor = if error > POOR_FIT {
         " — too large to plan with: the law does not describe these steps (a hard ceiling such as a fixed pool of workers bends sharper than it does)"
