@@ -289,8 +289,20 @@ pub fn run_notes(s: &crate::summary::Summary, detail: Detail) -> String {
     for note in s.analysis.trends.iter().flat_map(|t| &t.notes) {
         let _ = writeln!(out, "trend: {note}");
     }
-    if let Some(u) = s.analysis.usl.as_ref().filter(|u| u.fitted || detail == Detail::All) {
-        let _ = writeln!(out, "{}", u.detail);
+    // At a glance only a fit one could plan with, in a few words; all of it with --all.
+    match (s.analysis.usl.as_ref(), detail) {
+        (Some(u), Detail::All) => {
+            let _ = writeln!(out, "{}", u.detail);
+        }
+        (Some(u), Detail::Glance) if u.fitted && u.error_pct.is_some_and(|e| e <= super::usl::POOR_FIT * 100.0) => {
+            let peak = match (u.peak_x, u.peak_n) {
+                (Some(x), Some(n)) => format!("peak {x:.0} req/s at {n:.0} in flight"),
+                _ => "no peak within reach".to_string(),
+            };
+            let (sigma, kappa, error) = (u.sigma.unwrap_or(0.0), u.kappa.unwrap_or(0.0), u.error_pct.unwrap_or(0.0));
+            let _ = writeln!(out, "USL: σ {sigma:.3}, κ {kappa:.5}, {peak} (fit error {error:.1} %)");
+        }
+        _ => {}
     }
     out
 }

@@ -24,7 +24,7 @@ pub const MIN_POINTS: usize = 6;
 /// A mean error above this (10 %) says the law does not describe the steps: the built-in
 /// target with 4 workers of 10 ms, stepped 100–600 req/s past its 400, fitted at 17.7 %
 /// (`X = min(N ÷ 10 ms, 400)` is a corner the law's smooth curve cannot turn).
-const POOR_FIT: f64 = 0.10;
+pub const POOR_FIT: f64 = 0.10;
 
 /// Fit the USL to `s`'s measured, trusted steps; `None` for a run with no measured step.
 pub fn fit(s: &Summary) -> Option<UslSummary> {
