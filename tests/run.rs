@@ -873,28 +873,11 @@ impl Drop for ArrivalServer {
     }
 }
 
-/// The Kolmogorov–Smirnov p-value of the gaps between `times` (ns) against the exponential
-/// of their mean (Stephens' correction; the mean is estimated, which only makes it stricter
-/// to fail).
+/// The Kolmogorov–Smirnov p-value of the gaps between `times` (ns) against the exponential.
 fn ks_exponential_gaps(times: &mut [u64]) -> f64 {
     times.sort_unstable();
-    let mut gaps: Vec<f64> = times.windows(2).map(|p| (p[1] - p[0]) as f64).collect();
-    gaps.sort_by(f64::total_cmp);
-    let n = gaps.len() as f64;
-    let mean = gaps.iter().sum::<f64>() / n;
-    let d = gaps
-        .iter()
-        .enumerate()
-        .map(|(k, &x)| {
-            let f = 1.0 - (-x / mean).exp();
-            (f - k as f64 / n).abs().max(((k + 1) as f64 / n - f).abs())
-        })
-        .fold(0.0, f64::max);
-    let lambda = (n.sqrt() + 0.12 + 0.11 / n.sqrt()) * d;
-    let q: f64 = (1..=100)
-        .map(|k| (if k % 2 == 1 { 2.0 } else { -2.0 }) * (-2.0 * f64::from(k * k) * lambda * lambda).exp())
-        .sum();
-    q.clamp(0.0, 1.0)
+    let gaps: Vec<f64> = times.windows(2).map(|p| (p[1] - p[0]) as f64).collect();
+    loader::schedule::ks_exponential_p(&gaps)
 }
 
 /// `--arrival poisson` as the target sees it: the gaps between arrivals at a Python server

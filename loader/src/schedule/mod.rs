@@ -27,7 +27,7 @@ mod poisson;
 
 use std::sync::Arc;
 
-pub use poisson::Arrivals;
+pub use poisson::{Arrivals, ks_exponential_p};
 
 /// One machine's part of a run spread over several (`--shard INDEX/COUNT`): request `k` of
 /// every window is this machine's when `k % count == index`. The whole run is `0/1`.
@@ -564,26 +564,6 @@ mod tests {
         assert!(s.remaining().is_empty());
     }
 
-    /// The Kolmogorov–Smirnov p-value of `samples` against the exponential of mean `mean`
-    /// (Numerical Recipes' `probks` with Stephens' small-sample correction).
-    fn ks_exponential(samples: &mut [f64], mean: f64) -> f64 {
-        samples.sort_by(f64::total_cmp);
-        let n = samples.len() as f64;
-        let d = samples
-            .iter()
-            .enumerate()
-            .map(|(k, &x)| {
-                let f = 1.0 - (-x / mean).exp();
-                (f - k as f64 / n).abs().max(((k + 1) as f64 / n - f).abs())
-            })
-            .fold(0.0, f64::max);
-        let lambda = (n.sqrt() + 0.12 + 0.11 / n.sqrt()) * d;
-        let q: f64 = (1..=100)
-            .map(|k| (if k % 2 == 1 { 2.0 } else { -2.0 }) * (-2.0 * (k * k) as f64 * lambda * lambda).exp())
-            .sum();
-        q.clamp(0.0, 1.0)
-    }
-
     fn gaps_s(times: &[u64]) -> Vec<f64> {
         times.windows(2).map(|p| (p[1] - p[0]) as f64 / 1e9).collect()
     }
@@ -598,12 +578,12 @@ mod tests {
             assert!(times.windows(2).all(|p| p[0] <= p[1]) && times.iter().all(|&t| t < 60_000_000_000));
             let n = times.len() as f64;
             assert!((n - 60_000.0).abs() < 5.0 * 60_000f64.sqrt(), "Poisson(60,000) count: {n}");
-            let p = ks_exponential(&mut gaps_s(&times), 60.0 / n);
+            let p = ks_exponential_p(&gaps_s(&times));
             eprintln!("seed {seed}: {n} arrivals, KS p = {p:.3}");
             assert!(p > 0.01, "seed {seed}: KS p = {p}");
             // Against the wrong law (evenly spaced: every gap the mean) it fails outright.
             let even: Vec<u64> = (0..60_000).map(|i| i * 1_000_000).collect();
-            assert!(ks_exponential(&mut gaps_s(&even), 1e-3) < 1e-6);
+            assert!(ks_exponential_p(&gaps_s(&even)) < 1e-6);
             let again: Vec<u64> = drain(ShardSchedule::new(vec![w], 0, 1)).iter().map(|d| d.intended_ns).collect();
             assert_eq!(again, times, "the same seed, the same schedule");
         }

@@ -134,6 +134,33 @@ fn slot_width(mass: f64, j: usize) -> f64 {
     (mass - j as f64 * SLOT).clamp(0.0, SLOT)
 }
 
+/// The Kolmogorov–Smirnov p-value of `gaps` (inter-arrival times, any unit) against the
+/// exponential of their mean — the test Poisson arrivals must pass, here and end to end
+/// (Stephens' small-sample correction; the mean is estimated, which only makes passing
+/// harder).
+pub fn ks_exponential_p(gaps: &[f64]) -> f64 {
+    let mut gaps: Vec<f64> = gaps.iter().copied().filter(|g| g.is_finite()).collect();
+    if gaps.is_empty() {
+        return 0.0;
+    }
+    gaps.sort_by(f64::total_cmp);
+    let n = gaps.len() as f64;
+    let mean = gaps.iter().sum::<f64>() / n;
+    let d = gaps
+        .iter()
+        .enumerate()
+        .map(|(k, &x)| {
+            let f = 1.0 - (-x / mean).exp();
+            (f - k as f64 / n).abs().max(((k + 1) as f64 / n - f).abs())
+        })
+        .fold(0.0, f64::max);
+    let lambda = (n.sqrt() + 0.12 + 0.11 / n.sqrt()) * d;
+    let q: f64 = (1..=100)
+        .map(|k: i32| (if k % 2 == 1 { 2.0 } else { -2.0 }) * (-2.0 * f64::from(k * k) * lambda * lambda).exp())
+        .sum();
+    q.clamp(0.0, 1.0)
+}
+
 /// SplitMix64's finaliser: nearby inputs, unrelated outputs.
 pub fn mix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
