@@ -28,17 +28,13 @@ pub const POOR_FIT: f64 = 0.10;
 
 /// Fit the USL to `s`'s measured, trusted steps; `None` for a run with no measured step.
 pub fn fit(s: &Summary) -> Option<UslSummary> {
-    let trusted = |name: &str| match s.verdict.steps.iter().find(|t| t.phase == name) {
-        Some(t) => t.trusted,
-        None => s.verdict.trusted != Some(false),
-    };
     let measured: Vec<_> = s.phases.iter().filter(|p| p.kind == "hold" && p.requests > 0).collect();
     if measured.is_empty() {
         return None;
     }
     let points: Vec<UslPoint> = measured
         .iter()
-        .filter(|p| trusted(&p.name) && p.ok > 0 && p.latency_ms.mean > 0.0)
+        .filter(|p| s.verdict.on_phase(&p.name) != Some(false) && p.ok > 0 && p.latency_ms.mean > 0.0)
         .map(|p| UslPoint { step: p.name.clone(), n: p.ok_rps * p.latency_ms.mean / 1000.0, x: p.ok_rps })
         .collect();
     if points.len() < MIN_POINTS {

@@ -410,10 +410,7 @@ fn run_once(
         stdout,
         "loader: {} profile{}, {} phases, {:.0}s, {} connections on {} shard thread(s) → {}",
         plan.profile_kind().as_str(),
-        match plan.spec.arrival {
-            crate::schedule::Arrival::Uniform => String::new(),
-            crate::schedule::Arrival::Poisson { seed } => format!(" with Poisson arrivals (seed {seed})"),
-        },
+        plan.spec.arrival.seed().map_or(String::new(), |seed| format!(" with Poisson arrivals (seed {seed})")),
         plan.phases.len(),
         plan.duration().as_secs_f64(),
         plan.connections,

@@ -163,13 +163,9 @@ fn measured(s: &Summary) -> impl Iterator<Item = &PhaseSummary> {
     s.phases.iter().filter(|p| p.kind != "warmup" && p.requests > 0)
 }
 
-/// Whether `s`'s verdict trusts phase `name` (its own step verdict; a summary without step
-/// verdicts, its run's).
+/// Whether `s`'s verdict does not set phase `name` aside.
 fn trusts(s: &Summary, name: &str) -> bool {
-    match s.verdict.steps.iter().find(|t| t.phase == name) {
-        Some(t) => t.trusted,
-        None => s.verdict.trusted != Some(false),
-    }
+    s.verdict.on_phase(name) != Some(false)
 }
 
 fn run_line(side: &Side) -> RunLine {
@@ -228,10 +224,7 @@ fn step_row(a: &Side, b: &Side, pa: &PhaseSummary, pb: &PhaseSummary) -> StepRow
     let of = |side: &Side, f: &dyn Fn(&PhaseSummary) -> f64| -> Vec<f64> {
         side.runs.iter().filter_map(|s| s.phases.iter().find(|p| p.name == name)).map(f).collect()
     };
-    let error_pct = |p: &PhaseSummary| {
-        let errors: u64 = p.errors.values().sum();
-        if p.sent + errors == 0 { 0.0 } else { errors as f64 * 100.0 / p.sent.max(1) as f64 }
-    };
+    let error_pct = |p: &PhaseSummary| p.errors.values().sum::<u64>() as f64 * 100.0 / p.sent.max(1) as f64;
     let pairs: [(&'static str, bool, &Read); 6] = [
         ("ok/s", true, &|p| p.ok_rps),
         ("p50", false, &|p| p.latency_ms.p50),

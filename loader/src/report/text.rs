@@ -131,10 +131,7 @@ fn phase_table(s: &Summary) -> String {
             out.push('\n');
         }
     }
-    let arrivals = match s.run.arrival_seed {
-        Some(seed) if s.run.arrival == "poisson" => format!("; Poisson arrivals, seed {seed}"),
-        _ => String::new(),
-    };
+    let arrivals = s.run.arrival_seed.map_or(String::new(), |seed| format!("; Poisson arrivals, seed {seed}"));
     let _ = writeln!(
         out,
         "latency in ms from each request's intended send time (coordinated omission corrected){arrivals}"

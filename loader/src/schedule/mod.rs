@@ -78,6 +78,24 @@ pub enum Arrival {
     },
 }
 
+impl Arrival {
+    /// Its name in `summary.json` (`run.arrival`) and the flag: `uniform` or `poisson`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrival::Uniform => "uniform",
+            Arrival::Poisson { .. } => "poisson",
+        }
+    }
+
+    /// The seed of its draws (Poisson's).
+    pub fn seed(self) -> Option<u64> {
+        match self {
+            Arrival::Uniform => None,
+            Arrival::Poisson { seed } => Some(seed),
+        }
+    }
+}
+
 /// One phase as the schedule needs it: a window of the run and its arrival rate, constant
 /// (`rate == end_rate`) or changing linearly from `rate` to `end_rate`.
 #[derive(Debug, Clone, PartialEq)]

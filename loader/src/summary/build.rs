@@ -9,7 +9,6 @@ use hdrhistogram::Histogram;
 use super::*;
 use crate::record::{ErrorClass, PhaseRecord, ShardRecord, TlsRecord};
 use crate::scenario::Plan;
-use crate::schedule::Arrival;
 
 /// Microseconds (histogram unit) to milliseconds; exact to the microsecond.
 fn ms(us: u64) -> f64 {
@@ -192,14 +191,8 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             cpuidle_driver: None,
             virtual_machine: None,
             profile: plan.profile_kind().as_str().to_string(),
-            arrival: match plan.spec.arrival {
-                Arrival::Uniform => "uniform".into(),
-                Arrival::Poisson { .. } => "poisson".into(),
-            },
-            arrival_seed: match plan.spec.arrival {
-                Arrival::Uniform => None,
-                Arrival::Poisson { seed } => Some(seed),
-            },
+            arrival: plan.spec.arrival.name().into(),
+            arrival_seed: plan.spec.arrival.seed(),
             connections_opened: rec.connections_opened,
             connect_failures: rec.connect_failures,
             deadline_while_connecting: rec.deadline_while_connecting,

@@ -339,6 +339,14 @@ pub struct Verdict {
     pub steps: Vec<StepTrust>,
 }
 
+impl Verdict {
+    /// Its word on phase `name`: the step's own verdict when it has one, else the run's (a
+    /// summary written before steps were judged apart); `None` while nothing was judged.
+    pub fn on_phase(&self, name: &str) -> Option<bool> {
+        self.steps.iter().find(|t| t.phase == name).map(|t| t.trusted).or(self.trusted)
+    }
+}
+
 /// One measured phase's own verdict.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StepTrust {

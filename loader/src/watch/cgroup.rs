@@ -190,13 +190,12 @@ impl Cgroup {
 /// host keeps it there), each over that cgroup and its ancestors (a parent's quota bounds
 /// its children's sum). `None` when it runs under none, or none can be read.
 pub fn quota_of(pid: u32) -> Option<(PathBuf, f64)> {
-    let v2 = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok().and_then(|t| parse_proc_cgroup(&t)).and_then(
-        |relative| {
-            let dir = resolve(&relative, &cgroup2_mount());
-            tightest_quota(&dir).map(|q| (dir, q))
-        },
-    );
-    [v2, super::cgroup_v1::quota_of(pid)].into_iter().flatten().min_by(|a, b| a.1.total_cmp(&b.1))
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let v2 = parse_proc_cgroup(&text).and_then(|relative| {
+        let dir = resolve(&relative, &cgroup2_mount());
+        tightest_quota(&dir).map(|q| (dir, q))
+    });
+    [v2, super::cgroup_v1::quota_in(&text)].into_iter().flatten().min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// The tightest `cpu.max` of `dir` and every cgroup above it (each cgroup v2 directory,

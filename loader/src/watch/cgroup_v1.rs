@@ -112,11 +112,11 @@ impl V1 {
     }
 }
 
-/// The tightest CFS quota over the v1 `cpu` cgroup of process `pid` and those above it,
-/// cores, with that cgroup's directory; `None` when none has one (or no v1 `cpu` is mounted).
-pub fn quota_of(pid: u32) -> Option<(PathBuf, f64)> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let relative = parse_proc_cgroup_cpu(&text)?;
+/// The tightest CFS quota over the v1 `cpu` cgroup a process's `/proc/PID/cgroup` text
+/// names and those above it, cores, with that cgroup's directory; `None` when none has one
+/// (or no v1 `cpu` is mounted).
+pub fn quota_in(proc_cgroup: &str) -> Option<(PathBuf, f64)> {
+    let relative = parse_proc_cgroup_cpu(proc_cgroup)?;
     let (root, _) = hierarchies().into_iter().find(|(_, c)| c.iter().any(|c| c == "cpu"))?;
     let dir = root.join(relative.trim_start_matches('/'));
     let number = |d: &Path, name: &str| fs::read_to_string(d.join(name)).ok()?.trim().parse::<i64>().ok();

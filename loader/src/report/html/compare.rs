@@ -34,14 +34,9 @@ pub fn render(c: &Comparison, spectra_a: &[PhaseSpectrum], spectra_b: &[PhaseSpe
                 Some(false) => "within",
                 None => "unknown",
             };
-            let class = match (row.comparable, f.beyond_noise) {
-                (false, _) => "",
-                (true, Some(false)) => "",
-                _ if f.change_pct.is_some_and(|x| if f.higher_is_better { x < -5.0 } else { x > 5.0 }) => {
-                    " class=\"fail\""
-                }
-                _ => "",
-            };
+            // A compared change for the worse by over 5 %, not within the noise: marked.
+            let worse = f.change_pct.is_some_and(|x| if f.higher_is_better { x < -5.0 } else { x > 5.0 });
+            let class = if row.comparable && f.beyond_noise != Some(false) && worse { " class=\"fail\"" } else { "" };
             let _ = write!(
                 table,
                 "<tr{class}><td>{}</td><td>{}</td><td>{:.3} ({:.3}–{:.3}, {} runs)</td><td>{:.3} ({:.3}–{:.3}, {} runs)</td><td>{}</td><td>{noise}</td></tr>",
