@@ -14,6 +14,7 @@
 //! | `knee.rs` | SLO, throughput and adaptive knees; the cliff |
 //! | `live.rs` | the per-second cliff detector behind the emergency stop |
 //! | `capacity.rs` | repeats (min of knees, spread) and the capacity plan |
+//! | `closed.rs` | a closed run's notes: the target set the pace; each step against `X = N ÷ (R + Z)` |
 //! | `little.rs` | Little's law cross-check per step |
 //! | `render.rs` | the terminal step table |
 //! | `trends.rs` | constant and soak runs: the p99, errors and watched memory over the run |
@@ -25,6 +26,7 @@
 //! raises the flag), or write files (report).
 
 pub mod capacity;
+pub mod closed;
 pub mod knee;
 pub mod little;
 pub mod live;

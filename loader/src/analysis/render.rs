@@ -141,13 +141,16 @@ pub fn render_steps_at(
     analysis: &Analysis,
     detail: Detail,
 ) -> String {
-    let header = ["step", "rate", "sent/s", "ok/s", "p50", "p95", "p99", "in-flight", "mark", "result"];
+    // A closed run's load is its users (its offered rate is in summary.json and the notes).
+    let closed = phases.iter().any(|p| p.closed.is_some());
+    let load = if closed { "users" } else { "rate" };
+    let header = ["step", load, "sent/s", "ok/s", "p50", "p95", "p99", "in-flight", "mark", "result"];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for (i, p) in phases.iter().enumerate() {
         let l = &p.latency_ms;
         let mut row = vec![
             p.name.clone(),
-            format!("{:.0}", p.offered_rps),
+            p.closed.as_ref().map_or_else(|| format!("{:.0}", p.offered_rps), |c| c.users.to_string()),
             format!("{:.1}", p.sent_rps),
             format!("{:.1}", p.ok_rps),
             fmt_ms(l.p50),
@@ -219,7 +222,8 @@ pub fn render_steps_at(
             out.push('\n');
         }
     }
-    let _ = writeln!(out, "latency ms from the intended send time; in-flight: highest per-second count (upper bound)");
+    let from = if closed { "each send (closed model: a user has no intended time)" } else { "the intended send time" };
+    let _ = writeln!(out, "latency ms from {from}; in-flight: highest per-second count (upper bound)");
     let k = &analysis.knees;
     knee_line(&mut out, "knee (SLO):", &k.slo, "the first step already failed", detail);
     knee_line(
@@ -282,7 +286,7 @@ pub fn render_steps_at(
 /// The notes on the whole run under the report: a warm-up that had not settled, the trends
 /// of a constant or soak run, and the USL fit (at a glance only when fitted).
 pub fn run_notes(s: &crate::summary::Summary, detail: Detail) -> String {
-    let mut out = String::new();
+    let mut out = super::closed::notes(s, detail == Detail::All);
     if let Some(w) = s.analysis.warmup.as_ref().filter(|w| !w.settled) {
         let _ = writeln!(out, "{}", w.detail);
     }
@@ -296,6 +300,7 @@ pub fn run_notes(s: &crate::summary::Summary, detail: Detail) -> String {
         }
         (Some(u), Detail::Glance) if u.fitted && u.error_pct.is_some_and(|e| e <= super::usl::POOR_FIT * 100.0) => {
             let peak = match (u.peak_x, u.peak_n) {
+                (Some(x), Some(n)) if s.run.closed.is_some() => format!("peak {x:.0} req/s at {n:.0} users"),
                 (Some(x), Some(n)) => format!("peak {x:.0} req/s at {n:.0} in flight"),
                 _ => "no peak within reach".to_string(),
             };

@@ -5,7 +5,8 @@
 //! throughput of one, `σ` the share serialised (contention: Amdahl), `κ` the cost of keeping
 //! copies coherent (crosstalk: what makes throughput fall past a peak at
 //! `N* = √((1 − σ) ÷ κ)`). In an open run `N` is each step's measured concurrency, ok/s ×
-//! mean latency (Little's law), and `X` its ok/s.
+//! mean latency (Little's law), and `X` its ok/s; in a closed run (`--vus`) `N` is each
+//! step's virtual users.
 //!
 //! The fit: `N ÷ X = a + b(N − 1) + cN(N − 1)` is linear in `a = 1/λ`, `b = σ/λ`, `c = κ/λ`,
 //! solved by least squares on relative errors (each row over its `N ÷ X`); a solution with a negative coefficient is replaced by the best
@@ -35,7 +36,7 @@ pub fn fit(s: &Summary) -> Option<UslSummary> {
     let points: Vec<UslPoint> = measured
         .iter()
         .filter(|p| s.verdict.on_phase(&p.name) != Some(false) && p.ok > 0 && p.latency_ms.mean > 0.0)
-        .map(|p| UslPoint { step: p.name.clone(), n: p.ok_rps * p.latency_ms.mean / 1000.0, x: p.ok_rps })
+        .map(|p| UslPoint { step: p.name.clone(), n: concurrency(p), x: p.ok_rps })
         .collect();
     if points.len() < MIN_POINTS {
         let detail = format!(
@@ -51,11 +52,15 @@ pub fn fit(s: &Summary) -> Option<UslSummary> {
         return Some(UslSummary { detail, points, ..Default::default() });
     };
     let (lambda, sigma, kappa) = (1.0 / a, b / a, c / a);
+    let (axis, unit) = match s.run.closed {
+        Some(_) => ("N = virtual users", "users"),
+        None => ("N = ok/s × mean latency", "in flight"),
+    };
     let error = xy.iter().map(|&(n, x)| (model(n, lambda, sigma, kappa) - x).abs() / x).sum::<f64>() / xy.len() as f64;
     let peak_n = (kappa > 0.0 && sigma < 1.0).then(|| ((1.0 - sigma) / kappa).sqrt());
     let peak_x = peak_n.map(|n| model(n, lambda, sigma, kappa));
     let peak = match (peak_n, peak_x) {
-        (Some(n), Some(x)) => format!("peak {x:.0} req/s at {n:.1} in flight (N* = √((1 − σ) ÷ κ))"),
+        (Some(n), Some(x)) => format!("peak {x:.0} req/s at {n:.1} {unit} (N* = √((1 − σ) ÷ κ))"),
         _ if sigma > 0.0 => {
             format!("no peak: κ = 0, throughput levels off towards {:.0} req/s (λ ÷ σ)", lambda / sigma)
         }
@@ -67,7 +72,7 @@ pub fn fit(s: &Summary) -> Option<UslSummary> {
         ""
     };
     let detail = format!(
-        "USL over {} trusted steps (N = ok/s × mean latency): σ {sigma:.4}, κ {kappa:.6}, λ {lambda:.1} req/s per unit of concurrency; {peak}; fit error {:.1} %{poor}",
+        "USL over {} trusted steps ({axis}): σ {sigma:.4}, κ {kappa:.6}, λ {lambda:.1} req/s per unit of concurrency; {peak}; fit error {:.1} %{poor}",
         points.len(),
         error * 100.0
     );
@@ -82,6 +87,14 @@ pub fn fit(s: &Summary) -> Option<UslSummary> {
         peak_x,
         error_pct: Some(error * 100.0),
     })
+}
+
+/// A step's `N`: its virtual users in a closed run, else its measured concurrency.
+fn concurrency(p: &crate::summary::PhaseSummary) -> f64 {
+    match &p.closed {
+        Some(c) => f64::from(c.users),
+        None => p.ok_rps * p.latency_ms.mean / 1000.0,
+    }
 }
 
 /// `X(N)` of the law.

@@ -60,6 +60,8 @@ pub struct Comparison {
     pub bound_pct: Option<f64>,
     /// What broke the bound, one sentence each (empty: the gate passed, or none was set).
     pub regressions: Vec<String>,
+    /// One run is open and the other closed: how to read their differences (seed 002).
+    pub models: Option<String>,
 }
 
 /// One run's identity and trust.
@@ -69,7 +71,8 @@ pub struct RunLine {
     pub dir: String,
     /// Its profile (`step`, `constant`, …).
     pub profile: String,
-    /// Its arrival law (`uniform`, `poisson`).
+    /// Its load model: `uniform arrivals`, `poisson arrivals`, or a closed run's users and
+    /// think time (`up to 60 users, think 190 ms (constant)`).
     pub arrival: String,
     /// Runs behind each figure (its repeats).
     pub runs: usize,
@@ -174,7 +177,10 @@ fn run_line(side: &Side) -> RunLine {
     RunLine {
         dir: side.label.clone(),
         profile: s.run.profile.clone(),
-        arrival: s.run.arrival.clone(),
+        arrival: match &s.run.closed {
+            Some(c) => format!("up to {} users, think {} ms ({})", c.users_max, c.think_ms, c.think),
+            None => format!("{} arrivals", s.run.arrival),
+        },
         runs: side.runs.len(),
         trusted: s.verdict.trusted,
         untrusted_steps,
@@ -209,11 +215,26 @@ pub fn compare(a: &Side, b: &Side, bound_pct: Option<f64>) -> Comparison {
         noise_known,
         bound_pct,
         regressions: Vec::new(),
+        models: models(&a.top, &b.top),
     };
     if let Some(bound) = bound_pct {
         c.regressions = regressions(&c, bound);
     }
     c
+}
+
+/// When one run is open and the other closed, how their differences read.
+fn models(a: &Summary, b: &Summary) -> Option<String> {
+    let (open, closed) = match (a.run.closed.is_some(), b.run.closed.is_some()) {
+        (false, true) => ("A", "B"),
+        (true, false) => ("B", "A"),
+        _ => return None,
+    };
+    Some(format!(
+        "{open} is an open run, {closed} a closed one: where the target could not keep up, {open}'s requests queued \
+         and timed out while {closed}'s users slowed down to its pace — {closed}'s lower latency and errors there are \
+         the model's, not a faster target's (a closed model never says broken, only a little slower; seed 002)"
+    ))
 }
 
 /// How a figure is read from a phase.

@@ -22,6 +22,9 @@ pub fn render(c: &Comparison) -> String {
     if let Some(k) = &c.knee {
         let _ = writeln!(out, "  {}", change_sentence(k, c.noise_known));
     }
+    if let Some(m) = &c.models {
+        let _ = writeln!(out, "  {m}");
+    }
     out.push('\n');
     out.push_str(&table(c));
     if !c.unmatched.is_empty() {
@@ -56,7 +59,7 @@ fn run_line(r: &RunLine) -> String {
         (None, _) => "not judged".into(),
         (Some(true), _) => "TRUSTED".into(),
     };
-    format!("{}: {} profile, {} arrivals, {runs}, {trust}", r.dir, r.profile, r.arrival)
+    format!("{}: {} profile, {}, {runs}, {trust}", r.dir, r.profile, r.arrival)
 }
 
 /// What the noise lets one say.

@@ -22,7 +22,6 @@ use crate::probes::Probes;
 use crate::record::ShardRecord;
 use crate::report::metrics::Endpoint;
 use crate::scenario::{PhaseKind, Plan};
-use crate::schedule::ShardSchedule;
 use crate::summary::{self, EmergencyStop, HealthSummary};
 
 /// Where the once-a-second loop writes besides the progress line.
@@ -88,7 +87,7 @@ pub(super) fn execute<'m>(
             keepalive: plan.keepalive,
             connections: plan.connections_of(shard),
             timeout: plan.timeout,
-            schedule: ShardSchedule::new(windows.clone(), shard, plan.threads),
+            schedule: plan.schedule_of(shard, &windows),
             windows: windows.clone(),
             clock,
             stop: Arc::clone(stop),

@@ -53,10 +53,13 @@ impl<'a> Progress<'a> {
         if !self.shown {
             return;
         }
-        let phase_text = self
-            .plan
-            .phase_at(at)
-            .map_or_else(|| "draining".to_string(), |p| format!("{} @ {:.0}/s", p.name, p.offered()));
+        let phase_text = self.plan.phase_at(at).map_or_else(
+            || "draining".to_string(),
+            |p| match p.users {
+                0 => format!("{} @ {:.0}/s", p.name, p.offered()),
+                n => format!("{} @ {n} users", p.name),
+            },
+        );
         // The second that just ended: (at - 1 s, at].
         let to = at.as_nanos() as u64;
         let from = to.saturating_sub(1_000_000_000);

@@ -172,6 +172,7 @@ impl ShardRecord {
             segment_follow_lost,
             abandoned,
             late_loader,
+            from_send,
             connect_no_port,
             closes,
             wake_lateness,
@@ -198,6 +199,7 @@ impl ShardRecord {
         self.segment_follow_lost = *segment_follow_lost;
         self.abandoned = *abandoned;
         self.late_loader = *late_loader;
+        self.from_send = *from_send;
         self.connect_no_port = *connect_no_port;
         self.closes = *closes;
         self.wake_lateness.set_to(wake_lateness).expect("same bounds");

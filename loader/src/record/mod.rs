@@ -278,6 +278,9 @@ pub struct ShardRecord {
     /// Sends (and due requests given up) the loader itself made more than [`LATE_NS`] late,
     /// over the whole run: the sum of the phases' `late_unpooled`, kept for the live stop.
     pub late_loader: u64,
+    /// A closed run's: latency runs from each send (a virtual user has no intended time
+    /// before it sends), not from the request's due time.
+    pub from_send: bool,
     /// Connects that failed for want of a local port (`EADDRNOTAVAIL`): the loader itself
     /// was short of ephemeral ports.
     pub connect_no_port: u64,
@@ -352,6 +355,7 @@ impl ShardRecord {
             deadline_while_connecting: 0,
             abandoned: 0,
             late_loader: 0,
+            from_send: false,
             connect_no_port: 0,
             closes: Closes64::default(),
             wake_lateness: histogram(),
@@ -362,6 +366,12 @@ impl ShardRecord {
             tls: TlsRecord::new(),
             rows: Vec::new(),
         }
+    }
+
+    /// Latency from each send, not from the due time (a closed run's record).
+    pub fn from_send(mut self, yes: bool) -> Self {
+        self.from_send = yes;
+        self
     }
 
     /// Count sends per row of a data file of `rows` rows.
@@ -519,7 +529,9 @@ impl ShardRecord {
         let in_window = self.window_of(done_ns);
         // From the intended time, or from the send if it left ahead of that time (with a
         // wake-up that sent another): a latency never shortened by the schedule.
-        let latency_us = us(done_ns.saturating_sub(intended_ns.min(sent_ns)));
+        // A closed run's, from the send: its users wait for each answer before the next.
+        let from = if self.from_send { sent_ns } else { intended_ns.min(sent_ns) };
+        let latency_us = us(done_ns.saturating_sub(from));
         self.second(done_ns).latency.record(latency_us);
         let p = &mut self.phases[phase];
         p.latency.saturating_record(latency_us);

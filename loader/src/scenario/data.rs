@@ -55,10 +55,16 @@ pub(crate) fn from_raw(raw: &Raw) -> Result<Option<DataSpec>, InputError> {
         if let Some(g) = raw.data.dist.as_ref() {
             return Err(g.err("applies only with a data file (--data or data.file)"));
         }
+        let poisson = raw.profile.arrival.as_ref().is_some_and(|a| a.value.trim().eq_ignore_ascii_case("poisson"));
+        let exp_think =
+            raw.profile.think.as_ref().is_some_and(|t| t.value.trim().to_ascii_lowercase().starts_with("exp:"));
         if let Some(g) = raw.data.seed.as_ref()
-            && !raw.profile.arrival.as_ref().is_some_and(|a| a.value.trim().eq_ignore_ascii_case("poisson"))
+            && !poisson
+            && !exp_think
         {
-            return Err(g.err("applies only with a data file (--data or data.file) or --arrival poisson"));
+            return Err(g.err(
+                "applies only with a data file (--data or data.file), --arrival poisson or exponential think times (--think exp:MEAN)",
+            ));
         }
         return Ok(None);
     };

@@ -107,7 +107,7 @@ options! {
 
     [profile] RawProfile ProfileTable {
         kind: String, "string", "`constant` (`step` when steps are given)" {
-            /// Load profile: constant | step | ramp | spike | soak | breakpoint.
+            /// Load profile: constant | step | ramp | spike | soak | breakpoint | closed.
             flag profile: Option<String> = "--profile", "Schedule";
         }
         rate: f64, "rate", "required" {
@@ -174,6 +174,29 @@ options! {
         ramp_down: DurationText, "duration", "= `ramp`" {}
         /// Spike: the hold at base after the spike; time-to-recover is measured here.
         recovery: DurationText, "duration > 0", "`\"60s\"`" {}
+        /// Closed model: this many virtual users, each sending, waiting for its answer (or its
+        /// timeout), thinking (`think`) and sending again, for `duration`
+        /// ([methodology.md](methodology.md#the-closed-model)).
+        vus: i64, "integer 1–100 000", "—" {
+            /// Closed model: N virtual users, each sending, waiting for its answer, thinking
+            /// (--think) and sending again — the target sets the pace (wrk's and oha's loop with
+            /// --think 0). For --duration.
+            flag vus: Option<i64> = "--vus", "Schedule", [allow_negative_numbers = true];
+        }
+        /// Closed model, stepped: the users of each step, each held for `hold`.
+        vus_steps: Vec<f64>, "list of integers", "—" {
+            /// Closed model, stepped: the virtual users of each step, e.g. 10,20,40,60, each held
+            /// for --hold (the warm-up runs the first step's).
+            flag vus_steps: Option<Vec<f64>> = "--vus-steps", "Schedule",
+                [value_delimiter = ',', allow_negative_numbers = true];
+        }
+        /// Closed model: each user's think time between an answer and its next send, constant
+        /// (`"200ms"`) or exponential with that mean (`"exp:200ms"`).
+        think: String, "duration, or `exp:`duration", "`\"0s\"`" {
+            /// Closed model: think time between an answer and the user's next send, e.g. 200ms, or
+            /// exp:200ms for exponential think times with that mean (default 0).
+            flag think: Option<String> = "--think", "Schedule", [value_name = "DUR|exp:MEAN"];
+        }
         /// How requests arrive: `uniform` (evenly spaced, wrk2's schedule) or `poisson`
         /// (at random instants with the same mean rate, as independent users arrive; the same
         /// `--seed`, the same instants).
@@ -290,14 +313,14 @@ options! {
             /// e.g. zipf:1.1).
             flag key_dist: Option<String> = "--key-dist", "Request", [value_name = "DIST"];
         }
-        /// Seed of the draws: the data rows and Poisson arrivals. The row and the instant of
+        /// Seed of the draws: the data rows, Poisson arrivals and exponential think times. The row and the instant of
         /// each request are functions of the seed and the request's number in the run, not of
         /// the shard that sends it: the same seed and plan send the same rows at the same
         /// instants with any `--threads`. The seed used is in `summary.json` (`data.seed`,
         /// `run.arrival_seed`).
         seed: i64, "integer ≥ 0", "chosen at start" {
-            /// Seed of the --key-dist draws and of --arrival poisson (default: chosen at start and
-            /// reported in summary.json).
+            /// Seed of the --key-dist draws, of --arrival poisson and of --think exp:MEAN (default:
+            /// chosen at start and reported in summary.json).
             flag seed: Option<u64> = "--seed", "Request", via |s: u64| i64::try_from(s).unwrap_or(i64::MAX);
         }
     }

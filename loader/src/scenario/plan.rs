@@ -16,7 +16,7 @@ use super::request::RequestSpec;
 use super::spec::Spec;
 use super::target::{TlsPlan, resolve_url, tls_plan};
 use crate::error::InputError;
-use crate::schedule::{Arrival, Share, Window};
+use crate::schedule::{Arrival, ShardSchedule, Share, Step, Think, Users, Window};
 
 /// What a phase is for; only `Hold` phases are judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +63,9 @@ pub struct Phase {
     pub share: Share,
     /// How its requests arrive (evenly spaced unless `--arrival poisson`).
     pub arrival: Arrival,
+    /// A closed run's virtual users in this phase (the whole run's); 0 in an open run, whose
+    /// rates above are then its load.
+    pub users: u32,
 }
 
 impl Phase {
@@ -78,7 +81,14 @@ impl Phase {
             end_rate: rate,
             share: Share::default(),
             arrival: Arrival::Uniform,
+            users: 0,
         }
+    }
+
+    /// A closed phase of `users` virtual users (no arrival rate: the users send as their
+    /// answers come).
+    pub fn closed(name: impl Into<String>, kind: PhaseKind, start: Duration, duration: Duration, users: u32) -> Phase {
+        Phase { users, ..Phase::constant(name, kind, start, duration, 0.0) }
     }
 
     /// A ramp from `from` to `to`; its offered rate is what it plans to send ÷ its length.
@@ -93,6 +103,7 @@ impl Phase {
             end_rate: to,
             share: Share::default(),
             arrival: Arrival::Uniform,
+            users: 0,
         };
         let secs = duration.as_secs_f64();
         p.rate = if secs > 0.0 { p.window().planned() as f64 / secs } else { 0.0 };
@@ -256,11 +267,16 @@ impl Plan {
     }
 
     /// How each shard sleeps: from its share of the peak rate, or the `--wake-window` given.
+    /// A closed run's users send when their think time ends, none ahead of it.
     pub fn pace(&self) -> crate::engine::pace::Pace {
+        let ahead = match self.send_ahead {
+            Some(w) => Some(w.as_nanos() as u64),
+            None => self.think().map(|_| 0),
+        };
         crate::engine::pace::Pace::for_rate(
             self.peak_rate() / self.threads.max(1) as f64,
             self.wake_window.map(|w| w.as_nanos() as u64),
-            self.send_ahead.map(|w| w.as_nanos() as u64),
+            ahead,
         )
     }
 
@@ -307,6 +323,29 @@ impl Plan {
             .collect()
     }
 
+    /// Shard `shard`'s schedule over `windows` (its phases' windows): its share of the
+    /// requests of an open run, its share of the users of a closed one.
+    pub fn schedule_of(&self, shard: usize, windows: &[Window]) -> ShardSchedule {
+        let Profile::Closed { think, seed, .. } = self.profile else {
+            return ShardSchedule::new(windows.to_vec(), shard, self.threads);
+        };
+        let steps: Vec<Step> = self
+            .phases
+            .iter()
+            .zip(windows)
+            .map(|(p, w)| Step { start_ns: w.start_ns, end_ns: w.end_ns, users: p.users })
+            .collect();
+        ShardSchedule::closed(Users::new(&steps, think, seed, shard, self.threads))
+    }
+
+    /// The closed run's think time (`None`: an open run).
+    pub fn think(&self) -> Option<Think> {
+        match self.profile {
+            Profile::Closed { think, .. } => Some(think),
+            _ => None,
+        }
+    }
+
     /// Connections of shard `shard` (the pool split evenly, remainder to the first shards).
     pub fn connections_of(&self, shard: usize) -> usize {
         self.connections / self.threads + usize::from(shard < self.connections % self.threads)
@@ -323,6 +362,23 @@ fn gcd(a: i64, b: i64) -> i64 {
 /// The phases of `spec`, back to back from offset zero: warm-up (if any), then the profile.
 fn phases(spec: &Spec) -> Vec<Phase> {
     let mut b = Phases::default();
+    if let Profile::Closed { users, hold, stepped, .. } = &spec.profile {
+        // The warm-up runs the first step's users; each step holds its own.
+        let mut at = Duration::ZERO;
+        let mut out = Vec::new();
+        let mut push = |name: String, kind, length: Duration, n: u32| {
+            out.push(Phase::closed(name, kind, at, length, n));
+            at += length;
+        };
+        if !spec.warmup.is_zero() {
+            push("warmup".into(), PhaseKind::Warmup, spec.warmup, users[0]);
+        }
+        for (i, &n) in users.iter().enumerate() {
+            let name = if *stepped { format!("step {}", i + 1) } else { "main".into() };
+            push(name, PhaseKind::Hold, *hold, n);
+        }
+        return out;
+    }
     if !spec.warmup.is_zero() {
         let rate = spec.warmup_rate.unwrap_or_else(|| spec.profile.first_rate());
         b.hold("warmup", PhaseKind::Warmup, spec.warmup, rate);
@@ -341,6 +397,7 @@ fn phases(spec: &Spec) -> Vec<Phase> {
                 b.hold(&format!("step {}", i + 1), PhaseKind::Hold, *hold, rate);
             }
         }
+        Profile::Closed { .. } => {}
         Profile::Spike { base, peak, base_hold, ramp_up, peak_hold, ramp_down, recovery } => {
             b.hold("base", PhaseKind::Hold, *base_hold, *base);
             b.ramp("spike", *ramp_up, *base, *peak);

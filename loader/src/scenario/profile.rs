@@ -10,9 +10,13 @@ use super::options::{RawProfile, Section};
 use super::raw::Raw;
 use super::values::{MAX_DURATION, count, duration, positive_duration, rate, rate_of};
 use crate::error::InputError;
+use crate::schedule::Think;
 
 /// Most steps in one stepped or breakpoint profile.
 pub const MAX_STEPS: usize = 1000;
+
+/// Most virtual users of a closed run (each holds a connection on HTTP/1.1).
+pub const MAX_USERS: i64 = 100_000;
 
 /// Which shape a run has (`summary.json` and the analysis read it as a tag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +33,8 @@ pub enum ProfileKind {
     Soak,
     /// Steps up until the target breaks (the emergency stop ends it).
     Breakpoint,
+    /// Virtual users in a closed loop: each sends, waits for its answer, thinks, sends again.
+    Closed,
 }
 
 impl ProfileKind {
@@ -41,6 +47,7 @@ impl ProfileKind {
             ProfileKind::Spike => "spike",
             ProfileKind::Soak => "soak",
             ProfileKind::Breakpoint => "breakpoint",
+            ProfileKind::Closed => "closed",
         }
     }
 
@@ -52,6 +59,7 @@ impl ProfileKind {
             "spike" => ProfileKind::Spike,
             "soak" => ProfileKind::Soak,
             "breakpoint" => ProfileKind::Breakpoint,
+            "closed" => ProfileKind::Closed,
             _ => return None,
         })
     }
@@ -65,6 +73,7 @@ impl ProfileKind {
             }
             ProfileKind::Ramp => &["from", "rate", "duration"],
             ProfileKind::Spike => &["rate", "peak_rate", "base_hold", "ramp", "hold", "ramp_down", "recovery"],
+            ProfileKind::Closed => &["vus", "vus_steps", "think", "duration", "hold"],
         }
     }
 }
@@ -130,6 +139,19 @@ pub enum Profile {
         /// Ramp from the previous rate before each hold (zero: jump).
         ramp: Duration,
     },
+    /// Virtual users in a closed loop, one count or one per step.
+    Closed {
+        /// Users of each step (one for `--vus`).
+        users: Vec<u32>,
+        /// The length of each step (of the run, for `--vus`).
+        hold: Duration,
+        /// Each user's think time between an answer and its next send.
+        think: Think,
+        /// Given as steps (`vus_steps`): its holds are named `step 1`, `step 2`, …
+        stepped: bool,
+        /// The seed of exponential think times (`--seed`).
+        seed: u64,
+    },
 }
 
 impl Profile {
@@ -142,6 +164,7 @@ impl Profile {
             Profile::Spike { .. } => ProfileKind::Spike,
             Profile::Soak { .. } => ProfileKind::Soak,
             Profile::Breakpoint { .. } => ProfileKind::Breakpoint,
+            Profile::Closed { .. } => ProfileKind::Closed,
         }
     }
 
@@ -159,6 +182,15 @@ impl Profile {
                 }
             }
             Profile::Spike { base, .. } => *base,
+            Profile::Closed { .. } => 0.0,
+        }
+    }
+
+    /// The most virtual users a closed profile has (0: open).
+    pub fn max_users(&self) -> u32 {
+        match self {
+            Profile::Closed { users, .. } => users.iter().copied().max().unwrap_or(0),
+            _ => 0,
         }
     }
 
@@ -174,6 +206,7 @@ impl Profile {
             Profile::Spike { base_hold, ramp_up, peak_hold, ramp_down, recovery, .. } => {
                 *base_hold + *ramp_up + *peak_hold + *ramp_down + *recovery
             }
+            Profile::Closed { users, hold, .. } => hold.saturating_mul(users.len() as u32),
         }
     }
 }
@@ -187,10 +220,17 @@ const EVERY_KIND: [&str; 5] = ["kind", "warmup", "warmup_rate", "arrival", "repe
 /// Validate the profile part of `raw` (`demo`: no URL and no file).
 pub(crate) fn from_raw(raw: &Raw, demo: bool) -> Result<Profile, InputError> {
     let p = &raw.profile;
+    // `--vus` or `--vus-steps` on the command line close a file's run of any kind.
+    let users_flag = p.vus.as_ref().is_some_and(|g| g.is_flag()) || p.vus_steps.as_ref().is_some_and(|g| g.is_flag());
     let kind = match &p.kind {
+        Some(k) if users_flag && !k.is_flag() => ProfileKind::Closed,
         Some(k) => ProfileKind::parse(&k.value).ok_or_else(|| {
-            k.err(format!("unknown profile {:?}; expected constant, step, ramp, spike, soak or breakpoint", k.value))
+            k.err(format!(
+                "unknown profile {:?}; expected constant, step, ramp, spike, soak, breakpoint or closed",
+                k.value
+            ))
         })?,
+        None if p.vus.is_some() || p.vus_steps.is_some() => ProfileKind::Closed,
         None if p.steps.is_some() || p.start.is_some() => ProfileKind::Step,
         None if demo && p.rate.is_none() => ProfileKind::Step,
         None => ProfileKind::Constant,
@@ -261,6 +301,7 @@ pub(crate) fn from_raw(raw: &Raw, demo: bool) -> Result<Profile, InputError> {
                 recovery: dur_or(&p.recovery.clone().or(around), Duration::from_secs(60))?,
             }
         }
+        ProfileKind::Closed => closed(raw, demo)?,
     };
     if profile.duration() > MAX_DURATION {
         let at = p.kind.as_ref().map(|k| k.origin.label()).unwrap_or_else(|| "--profile".to_string());
@@ -395,4 +436,166 @@ fn step_rates(raw: &Raw, kind: ProfileKind, demo: bool) -> Result<Vec<f64>, Inpu
         rates.push(r);
     }
     Ok(rates)
+}
+
+/// A closed profile: `vus` (one count, for `duration`) or `vus_steps` (one per step, each for
+/// `hold`), and the users' `think` time.
+fn closed(raw: &Raw, demo: bool) -> Result<Profile, InputError> {
+    let p = &raw.profile;
+    if let Some(g) = p.warmup_rate.as_ref().or(p.rate.as_ref()) {
+        return Err(
+            g.err("the closed profile has no arrival rate: its users send as their answers come (--vus, --think)")
+        );
+    }
+    if let Some(g) = &p.arrival {
+        return Err(g.err("applies to an open profile; a closed run's users send as their answers come"));
+    }
+    let think = p.think.as_ref().map_or(Ok(Think::None), think)?;
+    let seed = super::data::seed(raw)?;
+    let flag_only = |g: &Option<Given<String>>| g.as_ref().filter(|g| g.is_flag()).cloned();
+    match (&p.vus, &p.vus_steps) {
+        (Some(a), Some(b)) => {
+            let (a, b) = (a.origin.label(), b.origin.label());
+            Err(InputError::new(a, format!("give either one count of users or a list of steps ({b}), not both")))
+        }
+        (Some(n), None) => {
+            let users = count(n, 1, MAX_USERS)? as u32;
+            let length = p.duration.clone().or_else(|| flag_only(&p.hold));
+            let hold = length.as_ref().map_or(Ok(Duration::from_secs(10)), positive_duration)?;
+            Ok(Profile::Closed { users: vec![users], hold, think, stepped: false, seed })
+        }
+        (None, Some(list)) => {
+            if list.value.is_empty() {
+                return Err(list.err("needs at least one count of users"));
+            }
+            if list.value.len() > MAX_STEPS {
+                return Err(list.err(format!("{} steps; at most {MAX_STEPS}", list.value.len())));
+            }
+            let mut users = Vec::with_capacity(list.value.len());
+            for (i, &n) in list.value.iter().enumerate() {
+                if n.fract() != 0.0 || !(1.0..=MAX_USERS as f64).contains(&n) {
+                    return Err(list.err(format!("step {}: {n} is not a count of users in 1..={MAX_USERS}", i + 1)));
+                }
+                users.push(n as u32);
+            }
+            let hold_given = p.hold.clone().or_else(|| flag_only(&p.duration));
+            let default_hold = if demo { Duration::from_secs(3) } else { Duration::from_secs(20) };
+            let hold = hold_given.as_ref().map_or(Ok(default_hold), positive_duration)?;
+            Ok(Profile::Closed { users, hold, think, stepped: true, seed })
+        }
+        (None, None) => Err(raw.missing(
+            "profile",
+            "vus",
+            "--vus",
+            "required with the closed profile: the virtual users (or vus_steps, a list like 10,20,40)",
+        )),
+    }
+}
+
+/// A think time: a duration (constant), or `exp:MEAN` (exponential with that mean).
+fn think(g: &Given<String>) -> Result<Think, InputError> {
+    let text = g.value.trim();
+    let (exp, rest) = match text.get(..4) {
+        Some(head) if head.eq_ignore_ascii_case("exp:") => (true, &text[4..]),
+        _ => (false, text),
+    };
+    let d = humantime::parse_duration(rest.trim()).map_err(|e| {
+        g.err(format!("expected a think time like 200ms, or exp:200ms for exponential ones, got {text:?} ({e})"))
+    })?;
+    if d > Duration::from_secs(3600) {
+        return Err(g.err(format!("{text} is above the 1 hour limit")));
+    }
+    let ns = d.as_nanos() as u64;
+    Ok(match (exp, ns) {
+        (_, 0) => Think::None,
+        (true, _) => Think::Exponential(ns),
+        (false, _) => Think::Constant(ns),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::RunArgs;
+    use crate::scenario::{Plan, Spec};
+
+    fn closed_args(f: impl FnOnce(&mut RunArgs)) -> RunArgs {
+        let mut a = RunArgs { url: Some("http://127.0.0.1:1/".into()), ..Default::default() };
+        f(&mut a);
+        a
+    }
+
+    fn spec(f: impl FnOnce(&mut RunArgs)) -> Result<Spec, String> {
+        Spec::from_run_args(&closed_args(f)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn virtual_users_make_a_closed_run() {
+        let s = spec(|a| {
+            a.vus = Some(8);
+            a.think = Some("exp:200ms".into());
+            a.duration = Some("3s".into());
+        })
+        .unwrap();
+        let Profile::Closed { users, hold, think, stepped, .. } = &s.profile else { panic!("{:?}", s.profile) };
+        assert_eq!(
+            (users.as_slice(), *hold, *think, *stepped),
+            (&[8][..], Duration::from_secs(3), Think::Exponential(200_000_000), false)
+        );
+        assert_eq!(s.connections, 8, "one connection per user by default");
+        let plan = Plan::resolve(&s, "http://127.0.0.1:1/").unwrap();
+        assert_eq!(plan.phases.iter().map(|p| (p.name.as_str(), p.users)).collect::<Vec<_>>(), [("main", 8)]);
+
+        let s = spec(|a| {
+            a.vus_steps = Some(vec![10.0, 20.0, 40.0]);
+            a.think = Some("190ms".into());
+            a.hold = Some("2s".into());
+            a.warmup = Some("1s".into());
+            a.http2 = true;
+        })
+        .unwrap();
+        assert_eq!(s.connections, 1, "HTTP/2: 40 users are streams of one connection");
+        let plan = Plan::resolve(&s, "http://127.0.0.1:1/").unwrap();
+        let phases: Vec<(&str, u32, f64)> =
+            plan.phases.iter().map(|p| (p.name.as_str(), p.users, p.start.as_secs_f64())).collect();
+        assert_eq!(phases, [("warmup", 10, 0.0), ("step 1", 10, 1.0), ("step 2", 20, 3.0), ("step 3", 40, 5.0)]);
+        assert_eq!(plan.think(), Some(Think::Constant(190_000_000)));
+        assert_eq!(plan.pace().ahead_ns, 0, "a user sends when its think time ends, not before");
+        // --think 0 is wrk's and oha's loop.
+        let s = spec(|a| (a.vus, a.think) = (Some(2), Some("0".into()))).unwrap();
+        assert!(matches!(s.profile, Profile::Closed { think: Think::None, .. }));
+    }
+
+    #[test]
+    fn a_file_can_be_closed_and_flags_can_close_it() {
+        let text = "[target]\nurl = \"http://127.0.0.1:1/\"\n[profile]\nkind = \"closed\"\nvus_steps = [5, 10]\nthink = \"50ms\"\nhold = \"1s\"\n";
+        let s = Spec::from_scenario_text("s.toml", text, &RunArgs::default()).unwrap();
+        assert!(matches!(&s.profile, Profile::Closed { users, stepped: true, .. } if users == &[5, 10]));
+        // --vus on a stepped open file makes it closed.
+        let step = "[target]\nurl = \"http://127.0.0.1:1/\"\n[profile]\nkind = \"step\"\nsteps = [100, 200]\n";
+        let flags = RunArgs { vus: Some(3), ..Default::default() };
+        let s = Spec::from_scenario_text("s.toml", step, &flags).unwrap();
+        assert!(matches!(&s.profile, Profile::Closed { users, .. } if users == &[3]));
+    }
+
+    #[test]
+    fn closed_input_errors_name_their_flag() {
+        type Case = (fn(&mut RunArgs), &'static str);
+        let cases: [Case; 7] = [
+            (|a| a.vus = Some(0), "--vus:"),
+            (|a| (a.vus, a.rate) = (Some(2), Some(10.0)), "--rate: does not apply to the closed profile"),
+            (|a| (a.vus, a.think) = (Some(2), Some("soon".into())), "--think: expected a think time"),
+            (|a| (a.vus, a.think) = (Some(2), Some("exp:2h".into())), "--think: exp:2h is above the 1 hour limit"),
+            (|a| a.vus_steps = Some(vec![10.0, 2.5]), "--vus-steps: step 2: 2.5 is not a count of users"),
+            (|a| (a.vus, a.arrival) = (Some(2), Some("poisson".into())), "--arrival: applies to an open profile"),
+            (|a| a.profile = Some("closed".into()), "--vus: required with the closed profile"),
+        ];
+        for (f, want) in cases {
+            let e = spec(f).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+        let both = "[target]\nurl = \"http://127.0.0.1:1/\"\n[profile]\nvus = 3\nvus_steps = [1, 2]\n";
+        let e = Spec::from_scenario_text("s.toml", both, &RunArgs::default()).unwrap_err().to_string();
+        assert!(e.contains("profile.vus: give either one count of users or a list of steps"), "{e}");
+    }
 }

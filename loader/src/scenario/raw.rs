@@ -98,6 +98,14 @@ impl Raw {
         {
             self.kind_overridden = true;
         }
+        if (a.vus.is_some() || a.vus_steps.is_some()) && a.profile.is_none() {
+            // Virtual users on the command line make the run closed whatever the file's kind
+            // (`profile::from_raw`), and either flag gives all of them.
+            if p.kind.as_ref().is_some_and(|k| !k.value.eq_ignore_ascii_case("closed")) {
+                self.kind_overridden = true;
+            }
+            (p.vus, p.vus_steps) = (None, None);
+        }
         if a.steps.is_some() || a.step_start.is_some() || a.step_increment.is_some() || a.step_count.is_some() {
             // The flags give the whole sequence: the file's form of it no longer counts.
             (p.steps, p.start, p.increment, p.count) = (None, None, None, None);

@@ -231,7 +231,14 @@ impl Spec {
         let warmup = p.warmup.as_ref().map_or(Ok(default_warmup), duration)?;
         let warmup_rate = p.warmup_rate.as_ref().map(rate).transpose()?;
 
-        let connections = t.connections.as_ref().map_or(Ok(DEFAULT_CONNECTIONS as u64), |g| count(g, 1, 1_000_000))?;
+        let http2 = http2(raw, grpc.is_some())?;
+        // A closed run's users each hold a connection by default (HTTP/2: streams of as few).
+        let default_connections = match (profile.max_users(), http2) {
+            (0, _) => DEFAULT_CONNECTIONS as u64,
+            (users, None) => u64::from(users),
+            (users, Some(streams)) => u64::from(users.div_ceil(streams.max(1))),
+        };
+        let connections = t.connections.as_ref().map_or(Ok(default_connections), |g| count(g, 1, 1_000_000))?;
         let threads = t.threads.as_ref().map(|g| count(g, 1, 4096)).transpose()?;
         let default_timeout = if demo { DEMO_TIMEOUT } else { DEFAULT_TIMEOUT };
         let timeout = t.timeout.as_ref().map_or(Ok(default_timeout), |g| {
@@ -264,7 +271,7 @@ impl Spec {
             send_ahead,
             limits,
             retry_non_idempotent: t.retry_non_idempotent.as_ref().is_some_and(|g| g.value),
-            http2: http2(raw, grpc.is_some())?,
+            http2,
             grpc,
             slo: {
                 let mut slo = SloSpec::from_raw(&raw.slo)?;

@@ -21,12 +21,17 @@
 //! instead, still a function of `i` and the seed (`poisson.rs`): the same partition, the
 //! same exact counts, the count itself drawn.
 //!
+//! A closed run (`--vus`) has no arrival rate: its requests fall due as its virtual users'
+//! answers come in and their think times end (`closed.rs`).
+//!
 //! This module is pure (no clock, no I/O); the engine asks it what is due next.
 
+mod closed;
 mod poisson;
 
 use std::sync::Arc;
 
+pub use closed::{Step, Think, Users, users_of};
 pub use poisson::{Arrivals, ks_exponential_p};
 
 /// One machine's part of a run spread over several (`--shard INDEX/COUNT`): request `k` of
@@ -295,6 +300,8 @@ pub struct ShardSchedule {
     /// The Poisson slot the last request came from: its phase, number, first arrival and
     /// masses (made once per slot, not once per request).
     slot: Option<(usize, usize, u64, Vec<f64>)>,
+    /// A closed run's virtual users, which then make every request due (`None`: open).
+    users: Option<Box<Users>>,
 }
 
 impl ShardSchedule {
@@ -311,9 +318,40 @@ impl ShardSchedule {
             index: shard as u64,
             next: None,
             slot: None,
+            users: None,
         };
         s.skip_exhausted();
         s
+    }
+
+    /// A closed run's schedule: `users` make every request due (see `closed.rs`).
+    pub fn closed(users: Users) -> Self {
+        ShardSchedule {
+            windows: Vec::new(),
+            planned: Vec::new(),
+            shard: 0,
+            shards: 1,
+            phase: 0,
+            index: 0,
+            next: None,
+            slot: None,
+            users: Some(Box::new(users)),
+        }
+    }
+
+    /// A request of a closed run finished at `at_ns`: its user thinks, then is due again.
+    /// Nothing on an open run.
+    #[inline]
+    pub fn finished(&mut self, at_ns: u64) {
+        if let Some(u) = self.users.as_mut() {
+            u.finished(at_ns);
+        }
+    }
+
+    /// Whether the run is closed: a completion may make a request due.
+    #[inline]
+    pub fn is_closed(&self) -> bool {
+        self.users.is_some()
     }
 
     fn skip_exhausted(&mut self) {
@@ -347,19 +385,26 @@ impl ShardSchedule {
     /// The next request of this shard, if any remain.
     #[inline]
     pub fn peek(&self) -> Option<Due> {
-        self.next
+        match &self.users {
+            Some(u) => u.peek(),
+            None => self.next,
+        }
     }
 
     /// Move past the request `peek` returned.
     #[inline]
     pub fn advance(&mut self) {
+        if let Some(u) = self.users.as_mut() {
+            u.advance();
+            return;
+        }
         self.index += self.shards;
         self.skip_exhausted();
     }
 
     /// Requests of this shard due in phase `phase`.
     pub fn planned_in(&self, phase: usize) -> u64 {
-        let total = self.planned[phase];
+        let Some(&total) = self.planned.get(phase) else { return 0 };
         if total > self.shard { (total - self.shard).div_ceil(self.shards) } else { 0 }
     }
 

@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 use super::*;
 use crate::record::{ErrorClass, PhaseRecord, ShardRecord, TlsRecord};
 use crate::scenario::Plan;
+use crate::schedule::Think;
 
 /// Microseconds (histogram unit) to milliseconds; exact to the microsecond.
 fn ms(us: u64) -> f64 {
@@ -85,7 +86,7 @@ pub struct Inputs<'a> {
 pub fn build(inp: &Inputs<'_>) -> Summary {
     let plan = inp.plan;
     let rec = inp.record;
-    let phases = plan
+    let mut phases: Vec<PhaseSummary> = plan
         .phases
         .iter()
         .zip(&rec.phases)
@@ -108,9 +109,11 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
                 duration_s: secs,
                 measured_s: Some(round2(measured)),
                 offered_rps: ph.offered(),
+                closed: None,
                 sent_rps: per_s(r.sent_in_window),
                 ok_rps: ok_per_s(r.ok_in_window),
-                requests: ph.window().planned(),
+                // A closed run plans no count: its users started what they finished.
+                requests: if ph.users > 0 { r.finished() } else { ph.window().planned() },
                 sent: r.sent,
                 ok: r.ok,
                 errors: errors(r),
@@ -142,13 +145,28 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             }
         })
         .collect();
+    let closed = plan.think().map(|think| {
+        let users: Vec<u32> = plan.phases.iter().map(|p| p.users).collect();
+        let think_ms = think.mean_ns() as f64 / 1e6;
+        let per_user_rps = super::closed::fill(&mut phases, &users, think_ms);
+        let seed = match plan.profile {
+            crate::scenario::Profile::Closed { seed, .. } if matches!(think, Think::Exponential(_)) => Some(seed),
+            _ => None,
+        };
+        ClosedRun { users_max: plan.profile.max_users(), think: think.law().into(), think_ms, seed, per_user_rps }
+    });
     let series = rec
         .seconds
         .iter()
         .enumerate()
         .map(|(t, s)| SecondSummary {
             t: t as u64,
-            offered: offered_between(plan, t as u64 * 1_000_000_000, (t as u64 + 1) * 1_000_000_000),
+            // A closed run's users offered what they sent.
+            offered: if closed.is_some() {
+                u64::from(s.sent)
+            } else {
+                offered_between(plan, t as u64 * 1_000_000_000, (t as u64 + 1) * 1_000_000_000)
+            },
             sent: u64::from(s.sent),
             ok: u64::from(s.ok),
             errors: ErrorClass::ALL
@@ -191,8 +209,9 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
             cpuidle_driver: None,
             virtual_machine: None,
             profile: plan.profile_kind().as_str().to_string(),
-            arrival: plan.spec.arrival.name().into(),
+            arrival: if closed.is_some() { "closed".into() } else { plan.spec.arrival.name().into() },
             arrival_seed: plan.spec.arrival.seed(),
+            closed,
             connections_opened: rec.connections_opened,
             connect_failures: rec.connect_failures,
             deadline_while_connecting: rec.deadline_while_connecting,

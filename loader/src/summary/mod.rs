@@ -17,10 +17,12 @@
 //! | `criteria.rs` | the break criteria the steps are judged against |
 //! | `loader.rs` | the loader's own health: probes, CPU, memory, `/proc`, certificate |
 //! | `build.rs` | [`build`]: the summary from the plan and the merged record |
+//! | `closed.rs` | a closed run's users and think time, each step's load and throughput law |
 //! | `watch.rs` | the target's watched resources: each second, each step, the knee |
 
 mod analysis;
 mod build;
+mod closed;
 mod criteria;
 mod data;
 mod loader;
@@ -33,6 +35,7 @@ pub use analysis::{
 };
 pub(crate) use build::cpu_stats;
 pub use build::{Inputs, build, latency, offered_between, send_lag};
+pub use closed::{ClosedRun, ClosedStep};
 pub use criteria::Criteria;
 pub use data::DataSummary;
 pub use loader::{
@@ -161,12 +164,17 @@ pub struct RunInfo {
     /// Load profile (`constant`, `step`, `ramp`, `spike`, `soak`, `breakpoint`).
     #[serde(default)]
     pub profile: String,
-    /// How requests arrived: `uniform` (evenly spaced) or `poisson` (`--arrival`).
+    /// How requests arrived: `uniform` (evenly spaced) or `poisson` (`--arrival`); `closed`:
+    /// no arrivals, a closed run's users sent as their answers came (`closed`).
     #[serde(default = "uniform")]
     pub arrival: String,
     /// The seed of the Poisson arrivals (`--seed`): the same seed, the same instants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrival_seed: Option<u64>,
+    /// A closed run's users and think time (`--vus`, `--think`); null: an open run, whose
+    /// load is its arrival rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<ClosedRun>,
     /// Connections were reused (keep-alive).
     #[serde(default = "yes")]
     pub keepalive: bool,

@@ -63,8 +63,12 @@ pub struct PhaseSummary {
     /// during it (the rates are per second of this).
     #[serde(default)]
     pub measured_s: Option<f64>,
-    /// Planned arrival rate, req/s.
+    /// Planned arrival rate, req/s; in a closed run, what its users would send at the
+    /// lightest step's pace, `N × X₀ ÷ N₀` (see `closed`).
     pub offered_rps: f64,
+    /// A closed run's phase: its virtual users and its throughput law (null: open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<super::ClosedStep>,
     /// Sends inside the phase window per second.
     pub sent_rps: f64,
     /// 2xx/3xx completions inside the phase window per second (goodput).

@@ -104,6 +104,7 @@ impl Shard {
                         Cow::Borrowed("no stream came free before its deadline (intended time + timeout)"),
                     );
                     self.errors += 1;
+                    self.schedule.finished(f.deadline_ns);
                 } else {
                     self.finish_failed(
                         f,
@@ -444,6 +445,7 @@ impl Shard {
                     self.errors += 1;
                 }
                 self.in_flight = self.in_flight.saturating_sub(1);
+                self.schedule.finished(done);
             }
             Event::Failed { f, class, message } => self.finish_failed(f, now, class, message),
             Event::Unprocessed { f } => {

@@ -191,7 +191,7 @@ impl Shard {
             limits: cfg.limits,
             retry_non_idempotent: cfg.retry_non_idempotent,
             timeout_ns: cfg.timeout.as_nanos() as u64,
-            record: ShardRecord::new(cfg.windows, cfg.seconds).with_rows(rows),
+            record: ShardRecord::new(cfg.windows, cfg.seconds).with_rows(rows).from_send(cfg.schedule.is_closed()),
             schedule: cfg.schedule,
             clock: cfg.clock,
             stop: cfg.stop,
@@ -379,6 +379,8 @@ impl Shard {
                 deadline = deadline.min(f.deadline_ns);
             }
         }
+        // A closed run's answers make its next requests due: each is read as it comes.
+        streaming |= self.schedule.is_closed() && self.in_flight > 0;
         let draining_until = draining_until.or_else(|| head.is_none().then_some(u64::MAX));
         Situation {
             now,

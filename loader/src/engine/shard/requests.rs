@@ -43,6 +43,10 @@ impl Shard {
                     Cow::Borrowed("no connection came free before its deadline (intended time + timeout)"),
                 );
                 self.errors += 1;
+                // A closed run's user gave up on it then, and thinks from there.
+                self.schedule.advance();
+                self.schedule.finished(deadline);
+                continue;
             } else if let Some(c) = self.idle.pop() {
                 self.in_flight += 1;
                 let mut f = self.take(due, now, deadline);
@@ -288,6 +292,7 @@ impl Shard {
             self.errors += 1;
         }
         self.in_flight = self.in_flight.saturating_sub(1);
+        self.schedule.finished(done);
     }
 
     pub(in crate::engine) fn finish_failed(
@@ -300,6 +305,7 @@ impl Shard {
         self.record.on_failure(f.phase, f.intended_ns, at_ns, class, message);
         self.errors += 1;
         self.in_flight = self.in_flight.saturating_sub(1);
+        self.schedule.finished(at_ns);
     }
 
     /// Fail the connection's request with `class` and close the connection.
