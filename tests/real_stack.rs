@@ -679,3 +679,74 @@ fn finding_1_the_built_in_target_stepped_into_collapse() {
     eprintln!("finding_1_the_built_in_target_stepped_into_collapse: {:.0} s", started.elapsed().as_secs_f64());
     assert!(failed.is_empty(), "{} checks failed:\n{}", failed.len(), failed.join("\n"));
 }
+
+/// Issue 47: the closed model on the real stack — users instead of a rate against the pool of
+/// 8 workers sleeping 40 ms (200 req/s), no think time (wrk's loop). 4 users send about 100 a
+/// second; from 8 on the pool serves its 200 and the users wait in its queue: latency grows
+/// to `N ÷ C` (32 users: 160 ms), and no request times out — the closed model's way of
+/// hiding a saturated target. Every step is trusted, nothing on the loader's side invalidates,
+/// each step's ok/s follows `N ÷ (R + Z)`, the knee is within one step of the pool, and the
+/// watched pool is what reached its ceiling past it.
+#[test]
+fn a_closed_run_finds_the_sleeping_pool_and_times_nothing_out() {
+    let Some(_serial) = matrix::setup("a_closed_run_finds_the_sleeping_pool_and_times_nothing_out") else { return };
+    if !stack::require() {
+        return;
+    }
+    common::loader_bin();
+    let stack = Stack::start("closed", StackSpec { workers: SLEEP_WORKERS, database: false });
+    let url = stack.url(&format!("/sleep.php?ms={SLEEP_MS}"));
+    let capacity = f64::from(SLEEP_WORKERS) * 1000.0 / f64::from(SLEEP_MS);
+    let pool = stack.pool_source("pool");
+    let args = ["--url", &url, "--vus-steps", "4,8,16,32", "--think", "0", "--hold", "4s", "--warmup", WARMUP];
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--slo-p99", SLO_P99, "--watch", &pool]);
+    let outcome = Run::new("real-stack-closed").args(&all).limit(Duration::from_secs(120)).run();
+    if outcome.skip_without_ebpf() {
+        return;
+    }
+    let s = outcome.summary();
+    let steps = steps_of(s);
+    let mut failed = Failed::default();
+    let mut table = String::from("step     users    ok/s  law/s   p50 ms  errors  trusted  pool\n");
+    for (i, p) in steps.iter().enumerate() {
+        let name = p["name"].as_str().unwrap_or("?");
+        let users = p["closed"]["users"].as_f64().unwrap_or(0.0);
+        let ok = p["ok_rps"].as_f64().unwrap_or(0.0);
+        let law = p["closed"]["law_rps"].as_f64().unwrap_or(0.0);
+        let errors: u64 = p["errors"].as_object().map_or(0, |e| e.values().filter_map(Value::as_u64).sum());
+        let pool_busy = p["watch"]["pool"]["mean"]["value"].as_f64();
+        let _ = writeln!(
+            table,
+            "{name:<8} {users:>5} {ok:>7.1} {law:>6.1} {:>8.1} {errors:>7}  {:<7}  {}",
+            p["latency_ms"]["p50"].as_f64().unwrap_or(0.0),
+            format!("{:?}", step_trusted(s, name)),
+            pool_busy.map_or("-".into(), |v| format!("{v:.2}")),
+        );
+        // Each worker also holds its request for nginx's and php-fpm's own work: a few % below.
+        let want = (users * 1000.0 / f64::from(SLEEP_MS)).min(capacity);
+        failed.expect((ok / want - 1.0).abs() < 0.12, || format!("{name}: ok/s {ok:.1}, expected about {want:.0}"));
+        failed.expect(law > 0.0 && (ok / law - 1.0).abs() < 0.05, || {
+            format!("{name}: ok/s {ok:.1} against its law {law:.1}")
+        });
+        failed.expect(errors == 0, || format!("{name}: {errors} errors — the users wait, nothing times out"));
+        failed.expect(step_trusted(s, name) != Some(false), || format!("{name}: not trusted"));
+        if i == 3 {
+            let p50 = p["latency_ms"]["p50"].as_f64().unwrap_or(0.0);
+            failed.expect((130.0..220.0).contains(&p50), || format!("{name}: p50 {p50} ms, not N ÷ C = 160 ms"));
+        }
+        if i >= 2 {
+            let saturated = p["watch"]["pool"]["saturated"].as_str().unwrap_or("");
+            failed.expect(!saturated.is_empty(), || format!("{name}: the watched pool did not reach its ceiling"));
+        }
+    }
+    let knee = s["knee"]["step"].as_str().unwrap_or("none");
+    failed.expect(["step 1", "step 2"].contains(&knee), || {
+        format!("knee at {knee}, not within one step of the pool's 8")
+    });
+    let invalidating: Vec<String> = outcome.invalidating().iter().map(|r| r["code"].to_string()).collect();
+    failed.expect(invalidating.is_empty(), || format!("invalidating reasons: {}", invalidating.join(", ")));
+    failed.expect(steps.len() == 4, || format!("{} steps of 4", steps.len()));
+    eprintln!("{table}knee {knee}\n{}", outcome.show());
+    assert!(failed.0.is_empty(), "{}\n{table}", failed.0.join("\n"));
+}

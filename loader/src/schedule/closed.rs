@@ -136,6 +136,11 @@ impl Users {
         self.refresh();
     }
 
+    /// The most users this shard has in any step.
+    pub fn most(&self) -> u32 {
+        self.steps.iter().map(|s| s.users).max().unwrap_or(0)
+    }
+
     /// Users of this shard in phase `phase`.
     pub fn users_in(&self, phase: usize) -> u32 {
         self.steps.get(phase).map_or(0, |s| s.users)

@@ -348,6 +348,11 @@ impl ShardSchedule {
         }
     }
 
+    /// A closed run's most users on this shard at once (`None`: an open run).
+    pub fn users_most(&self) -> Option<u32> {
+        self.users.as_ref().map(|u| u.most())
+    }
+
     /// Whether the run is closed: a completion may make a request due.
     #[inline]
     pub fn is_closed(&self) -> bool {

@@ -128,6 +128,10 @@ pub struct Shard {
     last_send_ns: Option<u64>,
     /// Since when no connection has been free (pool-wait attribution).
     pool: PoolWatch,
+    /// A closed run whose every user has a connection (or a stream) of its own: its pool is
+    /// full by design, and a user's next request never waits for a connection — the answer
+    /// that makes it due is the one that frees its connection.
+    pub(super) own_connections: bool,
     /// The wake-up strategy for this shard's rate.
     pace: Pace,
     /// How late timer wake-ups end, for waking early.
@@ -175,6 +179,8 @@ impl Shard {
         }
         let timers = ring.params().is_setup_single_issuer().then(timers::WakeTimers::new);
         let rows = cfg.requests.keys.as_ref().map_or(0, |k| k.rows());
+        let slots = cfg.connections as u64 * cfg.http2.as_ref().map_or(1, |h| u64::from(h.max_streams.max(1)));
+        let own_connections = cfg.schedule.users_most().is_some_and(|n| u64::from(n) <= slots);
         Ok(Shard {
             ring,
             bufs,
@@ -206,6 +212,7 @@ impl Shard {
             errors: 0,
             last_send_ns: None,
             pool: PoolWatch::default(),
+            own_connections,
             pace: cfg.pace,
             lateness: Lateness::default(),
             woke_at: 0,

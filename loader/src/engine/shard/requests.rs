@@ -82,7 +82,7 @@ impl Shard {
             deadline_ns,
             written: 0,
             retried: false,
-            waited: self.pool.waited(due.intended_ns, now),
+            waited: !self.own_connections && self.pool.waited(due.intended_ns, now),
             free_ns: due.intended_ns,
             taken_ns: now,
         }
