@@ -30,18 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from h2 import free_port, start_nginx, timed  # noqa: E402
-
-
-def wait_listening(port):
-    import socket
-
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"bench/closed.py: nothing listens on {port}")
+from paths import wait_listening  # noqa: E402
 
 
 def wrk(args, url, log):
@@ -97,7 +86,7 @@ def main():
     sink_port, h2_port = free_port(), free_port()
     sink = subprocess.Popen(["taskset", "-c", target_cpu, args.loader, "target", "--sink", "--listen",
                              f"127.0.0.1:{sink_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_listening(sink_port)
+    wait_listening(sink_port, "the sink")
     nginx = start_nginx(args.out, h2_port, target_cpu)
     h1, h2 = f"http://127.0.0.1:{sink_port}/", f"http://127.0.0.1:{h2_port}/"
     rows = []

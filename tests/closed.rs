@@ -133,6 +133,10 @@ fn open_against_closed_at_the_same_nominal_steps_seed_002s_lab() {
         );
     }
     assert_eq!(closed["verdict"]["trusted"], true, "{}", closed["verdict"]);
+    // Little's law with the users' sends as λ: nothing was due and unsent in the closed run.
+    for l in closed["analysis"]["little"].as_array().unwrap() {
+        assert_eq!(l["findings"], serde_json::json!([]), "{l}");
+    }
     assert_eq!(phase(&open, "step 1")["passed"], true);
 
     let output =

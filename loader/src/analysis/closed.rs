@@ -58,3 +58,41 @@ pub fn notes(s: &Summary, all: bool) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::phase;
+    use super::*;
+    use crate::summary::{ClosedRun, ClosedStep};
+
+    #[test]
+    fn a_step_short_of_its_law_is_said_at_a_glance_and_every_step_with_all() {
+        let mut s = crate::verdict::tests::clean();
+        s.phases = vec![phase("step 1", 100.0, 100.0, 4.0), phase("step 2", 200.0, 150.0, 4.0)];
+        // 20 and 40 users, R 6 ms (the fixture's mean), Z 194 ms: the law is 100 and 200/s;
+        // step 2 sent 150.
+        s.phases[1].sent_rps = 150.0;
+        for (p, users) in s.phases.iter_mut().zip([20, 40]) {
+            p.closed = Some(ClosedStep { users, law_rps: Some(f64::from(users) * 5.0) });
+        }
+        assert_eq!(notes(&s, false), "", "an open run has no closed notes");
+        s.run.closed = Some(ClosedRun {
+            users_max: 40,
+            think: "constant".into(),
+            think_ms: 194.0,
+            seed: None,
+            per_user_rps: Some(5.0),
+        });
+        let glance = notes(&s, false);
+        assert!(glance.starts_with("closed model: up to 40 users, think time 194 ms; each user waits"), "{glance}");
+        assert!(glance.contains("the lightest step's 5.00/s each"), "{glance}");
+        assert!(!glance.contains("step 1:"), "a step on its law is not news: {glance}");
+        assert!(
+            glance.contains(
+                "step 2: 40 users, sent 150.0/s against N ÷ (R + Z) = 40 ÷ (6.0 + 194 ms) = 200.0/s (-25.0 %)"
+            ),
+            "{glance}"
+        );
+        assert!(notes(&s, true).contains("step 1: 20 users, sent 100.0/s"), "{}", notes(&s, true));
+    }
+}

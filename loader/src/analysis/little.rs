@@ -88,7 +88,7 @@ pub fn check(step: &StepJudgement, shards: usize) -> Option<LittleCheck> {
     let on_wire = n.sent_rps * n.service_mean_ms / 1000.0;
     // Timed out or dropped: the step's own requests spill over its window, λ·W is no mean of it.
     let steady = n.timeouts == 0 && n.dropped == 0;
-    let in_system = n.offered_rps * n.mean_ms / 1000.0;
+    let in_system = n.arrival_rps * n.mean_ms / 1000.0;
     let backlog = in_system - on_wire;
     let mut findings = Vec::new();
     let mut sentences = Vec::new();

@@ -91,8 +91,11 @@ pub struct TailWarning {
 /// A step's own numbers, copied out of its phase (and the per-second series).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepNumbers {
-    /// Planned rate, req/s.
+    /// Planned rate, req/s (a closed step's: its users at the lightest step's pace).
     pub offered_rps: f64,
+    /// The rate requests entered the system: the planned rate, or a closed step's sends (its
+    /// users sent as the target let them) — Little's `λ`.
+    pub arrival_rps: f64,
     /// Sends per second inside the window.
     pub sent_rps: f64,
     /// 2xx/3xx completions per second inside the window (goodput).
@@ -153,6 +156,7 @@ impl StepNumbers {
         let finished = phase.ok + failed;
         StepNumbers {
             offered_rps: phase.offered_rps,
+            arrival_rps: if phase.closed.is_some() { phase.sent_rps } else { phase.offered_rps },
             sent_rps: phase.sent_rps,
             ok_rps: phase.ok_rps,
             requests: phase.requests,

@@ -450,6 +450,11 @@ fn closed(raw: &Raw, demo: bool) -> Result<Profile, InputError> {
     if let Some(g) = &p.arrival {
         return Err(g.err("applies to an open profile; a closed run's users send as their answers come"));
     }
+    if let Some(g) = &raw.flags.shard {
+        return Err(g.err(
+            "not with the closed profile yet: its users are not split across machines (give each machine its own --vus)",
+        ));
+    }
     let think = p.think.as_ref().map_or(Ok(Think::None), think)?;
     let seed = super::data::seed(raw)?;
     let flag_only = |g: &Option<Given<String>>| g.as_ref().filter(|g| g.is_flag()).cloned();
@@ -581,7 +586,7 @@ mod tests {
     #[test]
     fn closed_input_errors_name_their_flag() {
         type Case = (fn(&mut RunArgs), &'static str);
-        let cases: [Case; 7] = [
+        let cases: [Case; 8] = [
             (|a| a.vus = Some(0), "--vus:"),
             (|a| (a.vus, a.rate) = (Some(2), Some(10.0)), "--rate: does not apply to the closed profile"),
             (|a| (a.vus, a.think) = (Some(2), Some("soon".into())), "--think: expected a think time"),
@@ -589,6 +594,7 @@ mod tests {
             (|a| a.vus_steps = Some(vec![10.0, 2.5]), "--vus-steps: step 2: 2.5 is not a count of users"),
             (|a| (a.vus, a.arrival) = (Some(2), Some("poisson".into())), "--arrival: applies to an open profile"),
             (|a| a.profile = Some("closed".into()), "--vus: required with the closed profile"),
+            (|a| (a.vus, a.shard) = (Some(2), Some("0/2".into())), "--shard: not with the closed profile yet"),
         ];
         for (f, want) in cases {
             let e = spec(f).unwrap_err();

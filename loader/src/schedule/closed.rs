@@ -89,6 +89,8 @@ pub struct Users {
     shard: u64,
     shards: u64,
     next: Option<Due>,
+    /// The run stopped: a request that finishes now ends its user.
+    stopped: bool,
 }
 
 impl Users {
@@ -108,6 +110,7 @@ impl Users {
             shard: shard as u64,
             shards: shards.max(1) as u64,
             next: None,
+            stopped: false,
         };
         u.refresh();
         u
@@ -131,9 +134,19 @@ impl Users {
     /// A request of this shard's finished at `at_ns` (answered, failed, timed out or dropped):
     /// its user thinks, then is due again.
     pub fn finished(&mut self, at_ns: u64) {
+        if self.stopped {
+            return;
+        }
         let think = self.draw();
         self.wakes.push(Reverse(at_ns.saturating_add(think)));
         self.refresh();
+    }
+
+    /// The run stopped: the users thinking stay (those due by the stop are accounted for as
+    /// due and unsent), and a request that finishes from now on ends its user rather than
+    /// making it due again.
+    pub fn stop(&mut self) {
+        self.stopped = true;
     }
 
     /// The most users this shard has in any step.
@@ -267,6 +280,17 @@ mod tests {
         let sends = simulate(Users::new(&steps, Think::None, 1, 0, 1), 10 * MS);
         let per: Vec<usize> = (0..3).map(|p| sends.iter().filter(|s| s.1 == p).count()).collect();
         assert_eq!(per, [200, 600, 100]);
+    }
+
+    #[test]
+    fn a_stopped_run_s_users_are_not_due_again() {
+        let mut u = Users::new(&[step(0, 1000, 2)], Think::None, 1, 0, 1);
+        u.advance();
+        u.advance();
+        assert_eq!(u.peek(), None, "both users wait for their answers");
+        u.stop();
+        u.finished(5 * MS);
+        assert_eq!(u.peek(), None, "an aborted request ends its user");
     }
 
     #[test]

@@ -348,6 +348,13 @@ impl ShardSchedule {
         }
     }
 
+    /// The run stopped: a closed run's users send no more (see [`Users::stop`]).
+    pub fn stop_users(&mut self) {
+        if let Some(u) = self.users.as_mut() {
+            u.stop();
+        }
+    }
+
     /// A closed run's most users on this shard at once (`None`: an open run).
     pub fn users_most(&self) -> Option<u32> {
         self.users.as_ref().map(|u| u.most())

@@ -428,6 +428,8 @@ impl Shard {
     /// Whatever is still in flight, or was due and waiting for a connection, is recorded as
     /// `aborted` at `now` (a lower bound of its latency); what was not yet due as `unsent`.
     pub(super) fn account_unfinished(&mut self, now: u64, stopped_at: u64) {
+        // A closed run's users whose requests are aborted here are not due again.
+        self.schedule.stop_users();
         for f in self.unfinished_h2() {
             self.finish_failed(
                 f,

@@ -157,7 +157,7 @@ pub fn steps(s: &Summary) -> String {
         let _ = write!(
             out,
             "<tr{class}><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{goodput}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{errors}</td><td>{}</td><td>{result}</td></tr>",
-            esc(&p.name),
+            esc(&p.closed.as_ref().map_or_else(|| p.name.clone(), |c| format!("{} ({} users)", p.name, c.users))),
             marks.join(" "),
             esc(&p.kind),
             num(p.offered_rps),
@@ -181,7 +181,8 @@ pub fn steps(s: &Summary) -> String {
 /// steps, thin tails, Little's law, the emergency stop, the capacity plan.
 fn findings(s: &Summary) -> String {
     let a = &s.analysis;
-    let mut items: Vec<String> = Vec::new();
+    // A closed run: the target set the pace, and each step against N ÷ (R + Z).
+    let mut items: Vec<String> = crate::analysis::closed::notes(s, true).lines().map(|l| esc(l.trim())).collect();
     if let Some(d) = &a.knee_detail {
         items.push(format!("Knee: {}", esc(d)));
     }
