@@ -34,7 +34,8 @@ pub fn notes(s: &Summary, all: bool) -> String {
         c.per_user_rps.map_or("-".to_string(), |x| format!("{x:.2}")),
     );
     for p in s.phases.iter().filter(|p| p.kind == "hold") {
-        let (Some(step), Some(law)) = (&p.closed, p.closed.as_ref().and_then(|c| c.law_rps)) else { continue };
+        let Some(step) = &p.closed else { continue };
+        let Some(law) = step.law_rps else { continue };
         let short = law > 0.0 && p.ok_rps < (1.0 - LAW_SHORT) * law && p.sent > 0;
         if !all && !short {
             continue;

@@ -185,7 +185,7 @@ pub(super) fn execute<'m>(
             progress.line(at, &second, busiest);
             let t = at.as_secs();
             if live_log.is_on() && t >= 1 {
-                let offered = offered_in(plan, (t - 1) * 1_000_000_000, t * 1_000_000_000, second.sent);
+                let offered = summary::offered_in(plan, (t - 1) * 1_000_000_000, t * 1_000_000_000, second.sent);
                 live_log.write(&Line::new(run, at, plan, offered, &second, Some(busiest)));
             }
             if let Some(d) = detector.as_mut()
@@ -194,7 +194,7 @@ pub(super) fn execute<'m>(
                 && emergency.is_none()
             {
                 let from = (t - 1) * 1_000_000_000;
-                let offered = offered_in(plan, from, from + 1_000_000_000, second.sent);
+                let offered = summary::offered_in(plan, from, from + 1_000_000_000, second.sent);
                 let live = LiveSecond::new(t - 1, offered, second.sent, second.ok, &[second.errors])
                     .with_late_loader(second.late_loader);
                 if d.observe(&live) {
@@ -249,7 +249,7 @@ pub(super) fn execute<'m>(
         // What finished after the last whole second, so the lines add up to the run's totals.
         let rest = LiveTotals::of(&lives).since(&last);
         let from = tick.saturating_duration_since(clock.start()).as_secs() * 1_000_000_000;
-        let offered = offered_in(plan, from, u64::MAX, rest.sent);
+        let offered = summary::offered_in(plan, from, u64::MAX, rest.sent);
         let mut line = Line::new(run, elapsed, plan, offered, &rest, None);
         line.last = true;
         live_log.write(&line);
@@ -396,10 +396,4 @@ fn http2_setup(
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
-}
-
-/// Requests offered in `[from_ns, to_ns)`: the plan's, or a closed run's `sent` (its users
-/// offered what they sent, as `summary.series` counts it).
-fn offered_in(plan: &Plan, from_ns: u64, to_ns: u64, sent: u64) -> u64 {
-    if plan.think().is_some() { sent } else { summary::offered_between(plan, from_ns, to_ns) }
 }

@@ -24,7 +24,7 @@ use super::poisson::mix;
 /// A user's think time between an answer and its next send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Think {
-    /// Always this long, ns (0: sends again at once, as wrk's and oha's connections do).
+    /// None: the user sends again as soon as its answer is in (wrk's and oha's loop).
     #[default]
     None,
     /// Always this long, ns.
@@ -63,7 +63,7 @@ pub struct Step {
 }
 
 /// Users of a run of `users` that shard `shard` of `shards` runs.
-pub fn users_of(users: u32, shard: usize, shards: usize) -> u32 {
+fn users_of(users: u32, shard: usize, shards: usize) -> u32 {
     let (n, k) = (shards.max(1) as u32, shard as u32);
     users / n + u32::from(k < users % n)
 }
@@ -152,11 +152,6 @@ impl Users {
     /// The most users this shard has in any step.
     pub fn most(&self) -> u32 {
         self.steps.iter().map(|s| s.users).max().unwrap_or(0)
-    }
-
-    /// Users of this shard in phase `phase`.
-    pub fn users_in(&self, phase: usize) -> u32 {
-        self.steps.get(phase).map_or(0, |s| s.users)
     }
 
     fn draw(&mut self) -> u64 {

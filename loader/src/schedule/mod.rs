@@ -31,7 +31,7 @@ mod poisson;
 
 use std::sync::Arc;
 
-pub use closed::{Step, Think, Users, users_of};
+pub use closed::{Step, Think, Users};
 pub use poisson::{Arrivals, ks_exponential_p};
 
 /// One machine's part of a run spread over several (`--shard INDEX/COUNT`): request `k` of

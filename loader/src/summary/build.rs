@@ -57,6 +57,12 @@ pub fn offered_between(plan: &Plan, from_ns: u64, to_ns: u64) -> u64 {
     plan.phases.iter().map(|ph| ph.window().planned_between(from_ns, to_ns)).sum()
 }
 
+/// Requests offered in `[from_ns, to_ns)`, in which `sent` were sent: the plan's
+/// ([`offered_between`]), or a closed run's `sent` — its users offered what they sent.
+pub fn offered_in(plan: &Plan, from_ns: u64, to_ns: u64, sent: u64) -> u64 {
+    if plan.think().is_some() { sent } else { offered_between(plan, from_ns, to_ns) }
+}
+
 /// Everything the summary is built from.
 #[derive(Debug)]
 pub struct Inputs<'a> {
@@ -161,12 +167,7 @@ pub fn build(inp: &Inputs<'_>) -> Summary {
         .enumerate()
         .map(|(t, s)| SecondSummary {
             t: t as u64,
-            // A closed run's users offered what they sent.
-            offered: if closed.is_some() {
-                u64::from(s.sent)
-            } else {
-                offered_between(plan, t as u64 * 1_000_000_000, (t as u64 + 1) * 1_000_000_000)
-            },
+            offered: offered_in(plan, t as u64 * 1_000_000_000, (t as u64 + 1) * 1_000_000_000, u64::from(s.sent)),
             sent: u64::from(s.sent),
             ok: u64::from(s.ok),
             errors: ErrorClass::ALL

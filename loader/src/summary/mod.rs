@@ -34,7 +34,7 @@ pub use analysis::{
     UslPoint, UslSummary, WarmupSummary, WatchTrend,
 };
 pub(crate) use build::cpu_stats;
-pub use build::{Inputs, build, latency, offered_between, send_lag};
+pub use build::{Inputs, build, latency, offered_between, offered_in, send_lag};
 pub use closed::{ClosedRun, ClosedStep};
 pub use criteria::Criteria;
 pub use data::DataSummary;
